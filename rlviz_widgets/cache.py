@@ -1,0 +1,184 @@
+"""The columnar cache: each log file's good records as Parquet parts, outside the log folder.
+
+A file's cache is reused while the file is unchanged; when the file has only grown, only
+the new lines are read into a new part; any other change rebuilds it. Log files are only
+ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from concurrent.futures import ThreadPoolExecutor
+
+import duckdb
+import numpy as np
+import platformdirs
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import lines as linereader
+from .problems import Problem
+
+CACHE_VERSION = 2
+TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
+BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
+                "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean",
+                "value_mean", "token_reward_sum")
+HEAD_BYTES = 4096
+
+
+def default_cache_root() -> Path:
+    """``$RLVIZ_CACHE_DIR`` or the user cache dir (e.g. ~/.cache/rlviz_widgets)."""
+    env = os.environ.get("RLVIZ_CACHE_DIR")
+    return Path(env) if env else Path(platformdirs.user_cache_dir("rlviz_widgets"))
+
+
+@dataclass
+class FileState:
+    """What the cache knows of one log file."""
+
+    path: str
+    reader: str
+    size: int = 0
+    mtime_ns: int = 0
+    head: str = ""
+    consumed: int = 0  # bytes read into parts (always ends a line)
+    lines: int = 0  # lines consumed
+    open_tail: bool = False  # last consumed line had no newline yet
+    parts: list[str] = field(default_factory=list)
+    problems: list[list] = field(default_factory=list)  # [line, kind, message]
+    fields: list[str] = field(default_factory=list)  # token arrays present in some record
+    columns: list[str] = field(default_factory=list)  # custom scalar columns found
+    version: int = CACHE_VERSION
+
+
+class FileCache:
+    """The cache folder of one log file."""
+
+    def __init__(self, root: Path, path: Path, reader_name: str):
+        key = hashlib.sha1(f"{path}|{reader_name}|{CACHE_VERSION}".encode()).hexdigest()[:20]
+        self.dir = root / "files" / key
+        self.path = path
+        self.reader_name = reader_name
+
+    def load(self) -> FileState | None:
+        try:
+            data = json.loads((self.dir / "state.json").read_text())
+            state = FileState(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+        if state.version != CACHE_VERSION or state.path != str(self.path):
+            return None
+        if not all(os.path.exists(p) for p in self.part_paths(state)):
+            return None
+        return state
+
+    def save(self, state: FileState) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(state), f)
+        os.replace(tmp, self.dir / "state.json")
+
+    def reset(self) -> FileState:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return FileState(path=str(self.path), reader=self.reader_name)
+
+    def part_paths(self, state: FileState) -> list[str]:
+        return [str(self.dir / f"part-{p}.parquet") for p in state.parts]
+
+
+def _head(path: Path, n: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha1(f.read(min(n, HEAD_BYTES))).hexdigest()
+
+
+def plan(cache: FileCache) -> tuple[FileState, int]:
+    """The state to continue from and how many bytes are left to read."""
+    st = os.stat(cache.path)
+    state = cache.load()
+    if state is not None:
+        if state.size == st.st_size and state.mtime_ns == st.st_mtime_ns:
+            return state, 0
+        grew = st.st_size >= state.consumed and state.consumed > 0 and _head(cache.path, state.consumed) == state.head
+        if grew and not state.open_tail:
+            with open(cache.path, "rb") as f:
+                f.seek(state.consumed - 1)
+                grew = f.read(1) == b"\n"
+        if grew or (state.consumed == 0 and st.st_size >= state.size):
+            return state, st.st_size - state.consumed
+    return cache.reset(), st.st_size
+
+
+def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
+    """Read what is new in the file into new parts; returns the new state and a pending problem, if any."""
+    path = cache.path
+    st = os.stat(path)
+    start = state.consumed
+    if state.open_tail:  # the line we took without a newline may now be finished by one
+        with open(path, "rb") as f:
+            f.seek(start)
+            if f.read(1) == b"\n":
+                start += 1
+                state.open_tail = False
+    with ThreadPoolExecutor(1) as writer:  # Parquet writing overlaps the next chunk's parsing
+        pending_writes = []
+        for chunk in linereader.read_chunks(path, start, state.lines + 1):
+            pending_writes.append(_ingest(con, cache, state, reader, chunk, writer))
+            state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
+            on_bytes(chunk.end - chunk.start)
+        pending: list[Problem] = []
+        rest = linereader.tail(path, state.consumed) if not state.open_tail else b""
+        if rest.strip():
+            text = rest.decode("utf-8", errors="replace")
+            if con.execute("SELECT json_valid(?)", [text]).fetchone()[0]:
+                # a finished last record that simply lacks the final newline
+                chunk = linereader.Chunk(pa.array([text], pa.large_string()), np.array([state.lines + 1]),
+                                         np.frombuffer(text.lstrip().encode()[:1], np.uint8), state.consumed,
+                                         state.consumed + len(rest))
+                pending_writes.append(_ingest(con, cache, state, reader, chunk, writer))
+                state.consumed += len(rest)
+                state.lines += 1
+                state.open_tail = True
+            else:
+                pending.append(Problem(str(path), state.lines + 1, "incomplete_last_line",
+                                       f"{len(rest)} bytes without a newline (a job still writing?): "
+                                       "skipped until the line is complete"))
+        on_bytes(len(rest))
+        for fut in pending_writes:
+            fut.result()
+    state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
+    state.head = _head(path, state.consumed) if state.consumed else ""
+    cache.save(state)
+    return state, pending
+
+
+def _ingest(con, cache: FileCache, state: FileState, reader, chunk, writer):
+    table, problems = reader.parse(con, chunk)
+    state.problems.extend(sorted(problems, key=lambda p: p[0]))
+    if table is None:
+        return writer.submit(lambda: None)
+    state.fields = sorted(set(state.fields) | {f for f in TOKEN_COLUMNS if table[f].null_count < table.num_rows})
+    extra = [c for c in table.column_names if c not in BASE_COLUMNS and c not in TOKEN_COLUMNS]
+    state.columns = list(dict.fromkeys([*state.columns, *extra]))
+    part = f"{len(state.parts):05d}"
+    state.parts.append(part)
+    return writer.submit(_write, table, cache.dir, part)
+
+
+def _write(table: pa.Table, folder: Path, part: str) -> None:
+    tmp = folder / f".part-{part}.tmp"
+    texts = [c for c in table.column_names if pa.types.is_string(table.schema.field(c).type)
+             or pa.types.is_large_string(table.schema.field(c).type) or c == "tokens"]
+    # no dictionaries for float lists (all distinct: pure cost); stats on line/step for pruning
+    pq.write_table(table, tmp, compression="snappy", use_dictionary=texts, write_statistics=["line", "step"],
+                   row_group_size=1024)
+    os.replace(tmp, folder / f"part-{part}.parquet")

@@ -1,0 +1,103 @@
+"""Derived metrics: per token, then reduced per sample (numpy over Arrow lists, no Python loops).
+
+Per token: log_ratio = logprob - ref_logprob; kl = exp(log_ratio) - 1 - log_ratio (the k3
+estimator, never negative); prob = exp(logprob); ref_prob = exp(ref_logprob). Per sample:
+the token count, mean and sum of log_ratio and kl, mean logprob, mean value, summed token reward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+TOKEN_METRICS = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
+ARRAYS = ("logprobs", "ref_logprobs", "values", "token_rewards")  # stored per-token lists
+SAMPLE_METRICS = ("n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean",
+                  "value_mean", "token_reward_sum")
+
+
+def _flat(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values as float64 with NaN for nulls, offsets, row validity) of a list<float> column."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.offset:
+        arr = pa.concat_arrays([arr])  # normalise a sliced array
+    offsets = arr.offsets.to_numpy()
+    values = arr.values.slice(offsets[0], offsets[-1] - offsets[0])
+    vals = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    return vals, offsets - offsets[0], ~np.asarray(arr.is_null(), dtype=bool)
+
+
+def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row sum and count of the finite values."""
+    counts = np.diff(offsets)
+    ok = np.isfinite(vals)
+    if ok.all():  # the usual case: one pass, no masks
+        sums = np.add.reduceat(vals, np.minimum(offsets[:-1], max(len(vals) - 1, 0))) if len(vals) else \
+            np.zeros(len(counts))
+        return np.where(counts > 0, sums, 0.0), counts
+    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, vals, 0.0))])
+    ccnt = np.concatenate([[0], np.cumsum(ok)])
+    return csum[offsets[1:]] - csum[offsets[:-1]], ccnt[offsets[1:]] - ccnt[offsets[:-1]]
+
+
+def _mean(s: np.ndarray, n: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, s / np.maximum(n, 1), np.nan)
+
+
+def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
+    """The per-sample reductions of a table holding the token-list columns."""
+    rows = table.num_rows
+    out: dict[str, np.ndarray] = {}
+    lens = np.zeros(rows, dtype=np.int64)
+    flat = {}
+    for name in ("tokens", *ARRAYS):
+        if name in table.column_names:
+            col = table[name]
+            lengths = pa.compute.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+            lens = np.maximum(lens, lengths)
+            if name != "tokens":
+                flat[name] = _flat(col)
+    out["n_tokens"] = pa.array(lens.astype(np.int32), mask=lens == 0)  # no token arrays: unknown, not 0
+    nan = np.full(rows, np.nan)
+    if "logprobs" in flat:
+        s, n = _segment(*flat["logprobs"][:2])
+        out["logprob_mean"] = _mean(s, n)
+    if "logprobs" in flat and "ref_logprobs" in flat:
+        (lp, lo, _), (rp, ro, _) = flat["logprobs"], flat["ref_logprobs"]
+        if np.array_equal(lo, ro):
+            lr = lp - rp
+            offs = lo
+        else:  # some rows differ in length: align position by position, row by row
+            parts = []
+            offs = [0]
+            for i in range(rows):
+                a, b = lp[lo[i]:lo[i + 1]], rp[ro[i]:ro[i + 1]]
+                m = min(len(a), len(b))
+                parts.append(a[:m] - b[:m])
+                offs.append(offs[-1] + m)
+            lr = np.concatenate(parts) if parts else np.zeros(0)
+            offs = np.asarray(offs)
+        with np.errstate(over="ignore", invalid="ignore"):
+            kl = np.exp(lr) - 1 - lr
+        s, n = _segment(lr, offs)
+        out["log_ratio_mean"], out["log_ratio_sum"] = _mean(s, n), np.where(n > 0, s, np.nan)
+        s, n = _segment(kl, offs)
+        out["kl_mean"], out["kl_sum"] = _mean(s, n), np.where(n > 0, s, np.nan)
+    if "values" in flat:
+        s, n = _segment(*flat["values"][:2])
+        out["value_mean"] = _mean(s, n)
+    if "token_rewards" in flat:
+        s, n = _segment(*flat["token_rewards"][:2])
+        out["token_reward_sum"] = np.where(n > 0, s, np.nan)
+    for name in SAMPLE_METRICS:
+        out.setdefault(name, nan)
+    return out
+
+
+def per_token_sql(prefix: str = "") -> str:
+    """SELECT-list expressions for one unnested token row (columns logprob, ref_logprob)."""
+    p = prefix
+    return (f"{p}logprob - {p}ref_logprob AS log_ratio, "
+            f"exp({p}logprob - {p}ref_logprob) - 1 - ({p}logprob - {p}ref_logprob) AS kl, "
+            f"exp({p}logprob) AS prob, exp({p}ref_logprob) AS ref_prob")

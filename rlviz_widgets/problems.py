@@ -1,0 +1,49 @@
+"""Problems found while reading logs: each one located (file, line) and counted, never silent."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+PROBLEM_COLUMNS = ["file", "line", "kind", "message"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One bad thing in one line of one file."""
+
+    file: str
+    line: int
+    kind: str
+    message: str
+
+
+class LogWarning(UserWarning):
+    """Issued once per open or refresh when some lines had problems."""
+
+
+def problems_frame(problems: list[Problem]) -> pd.DataFrame:
+    """The problems as a DataFrame with columns file, line, kind, message."""
+    if not problems:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c == "line" else "object") for c in PROBLEM_COLUMNS})
+    return pd.DataFrame([asdict(p) for p in problems], columns=PROBLEM_COLUMNS)
+
+
+def summarize(problems: list[Problem], limit: int = 3) -> str:
+    """One readable paragraph: counts per kind and the first few locations."""
+    kinds = Counter(p.kind for p in problems)
+    files = {p.file for p in problems}
+    head = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in kinds.most_common())
+    where = "; ".join(f"{p.file}:{p.line} {p.message}" for p in problems[:limit])
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return (f"{len(problems)} problem(s) in {len(files)} file(s): {head}. "
+            f"First: {where}{more}. See run.problems for every one.")
+
+
+def warn(problems: list[Problem]) -> None:
+    """Emit a single LogWarning summing up the problems, if any."""
+    if problems:
+        warnings.warn(summarize(problems), LogWarning, stacklevel=3)

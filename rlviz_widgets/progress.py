@@ -1,0 +1,30 @@
+"""Progress of a first (slow) open: a bar in the notebook, a plain one in a terminal."""
+
+from __future__ import annotations
+
+
+class Progress:
+    """Bytes and files done; appears only if reading takes more than ``delay`` seconds."""
+
+    def __init__(self, total_bytes: int, files: int, enabled: bool = True, delay: float = 0.5):
+        self.bar = None
+        self.files, self.done_files = files, 0
+        if enabled and total_bytes > 0:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                            desc="reading logs", delay=delay, leave=False)
+            self.bar.set_postfix_str(f"files 0/{files}", refresh=False)
+
+    def bytes(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def file_done(self) -> None:
+        self.done_files += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"files {self.done_files}/{self.files}", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

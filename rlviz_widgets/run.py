@@ -1,0 +1,352 @@
+"""Run: the log frames and queries of one training run, answered by DuckDB over the cache."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from . import cache as cachemod
+from . import problems as problemsmod
+from .metrics import per_token_sql
+from .problems import Problem
+from .progress import Progress
+from .readers import READERS
+from .sources import resolve
+
+ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
+STAT_COLUMNS = {  # steps frame: output prefix -> samples column
+    "reward": "reward", "ref_reward": "ref_reward", "reward_gap": "reward_gap",
+    "kl": "kl_mean", "log_ratio": "log_ratio_mean", "length": "n_tokens", "chars": "response_chars",
+}
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+TOKEN_FIELDS = {  # stored list column -> tokens frame column
+    "tokens": "token", "logprobs": "logprob", "ref_logprobs": "ref_logprob",
+    "values": "value", "token_rewards": "token_reward",
+}
+
+
+def _lit(s: str) -> str:
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def open_run(source, *, format: str = "rlb", pad_token: str | None = "<PAD>",
+             system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
+             steps: tuple[int | None, int | None] | None = None, cache_dir: str | os.PathLike | None = None,
+             progress: bool = True) -> Run:
+    """Open rollout logs: a folder (every ``*.jsonl`` below it), a file, a glob, or a list of these.
+
+    ``pad_token`` is stripped from displayed texts; prompt text before the last
+    ``system_prompt_end`` marker is dropped; at most ``max_samples_per_step`` samples are
+    kept per step (the first ones, in line order across rank files); ``steps=(lo, hi)``
+    keeps an inclusive step range. The columnar cache lives in ``cache_dir`` (default:
+    ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder.
+    """
+    return Run(source, format=format, pad_token=pad_token, system_prompt_end=system_prompt_end,
+               max_samples_per_step=max_samples_per_step, steps=steps, cache_dir=cache_dir, progress=progress)
+
+
+class Run:
+    """A training run's rollout logs as lazy log frames (pandas out, DuckDB inside)."""
+
+    def __init__(self, source, *, format: str = "rlb", pad_token: str | None = "<PAD>",
+                 system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
+                 steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
+        if format not in READERS:
+            raise ValueError(f"unknown format {format!r}; known: {', '.join(READERS)}")
+        if max_samples_per_step is not None and max_samples_per_step < 1:
+            raise ValueError("max_samples_per_step must be at least 1")
+        self.source = source
+        self.format = format
+        self.pad_token = pad_token or None
+        self.system_prompt_end = system_prompt_end or None
+        self.max_samples_per_step = max_samples_per_step
+        self.step_range = tuple(steps) if steps is not None else (None, None)
+        self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
+        self._reader = READERS[format]()
+        self._progress = progress
+        self._con = duckdb.connect()
+        self._file_no: dict[str, int] = {}
+        self._states: dict[str, cachemod.FileState] = {}
+        self._pending: list[Problem] = []
+        self._steps_cache: pd.DataFrame | None = None
+        self.generation = 0  # bumped whenever the data changes (new lines, new files)
+        self.refresh(_first=True)
+
+    # -- reading ---------------------------------------------------------------------------
+    def refresh(self, _first: bool = False) -> bool:
+        """Read what was appended or added since the last read; True if anything changed."""
+        files = resolve(self.source)
+        self._check_cache_location(files)
+        for f in files:  # numbers of files already known never change
+            self._file_no.setdefault(str(f), len(self._file_no))
+        caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
+        plans = [cachemod.plan(c) for c in caches]
+        todo = sum(n for _, n in plans)
+        old_pending = self._pending
+        changed = _first
+        bar = Progress(todo, sum(1 for _, n in plans if n), enabled=self._progress and _first)
+        try:
+            pending: list[Problem] = []
+            new_problems: list[Problem] = []
+            for c, (state, n) in zip(caches, plans):
+                before = len(state.problems)
+                if n:
+                    state, p = cachemod.update(self._con, c, state, self._reader, bar.bytes)
+                    bar.file_done()
+                    changed = True
+                    pending += p
+                    new_problems += [Problem(state.path, *p) for p in state.problems[before:]]
+                elif state.consumed < state.size:
+                    pending += self._pending_for(state)
+                if _first:
+                    new_problems = []
+                self._states[str(c.path)] = state
+                self._caches = getattr(self, "_caches", {})
+                self._caches[str(c.path)] = c
+        finally:
+            bar.close()
+        self._pending = pending
+        if changed or pending != old_pending:
+            self._build_views()
+            self._steps_cache = None
+            self.generation += 1
+        shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
+        problemsmod.warn(shown)
+        return changed
+
+    def _pending_for(self, state: cachemod.FileState) -> list[Problem]:
+        return [Problem(state.path, state.lines + 1, "incomplete_last_line",
+                        f"{state.size - state.consumed} bytes without a newline (a job still writing?): "
+                        "skipped until the line is complete")]
+
+    def _check_cache_location(self, files: list[Path]) -> None:
+        folders = {f.parent for f in files}
+        for d in folders:
+            if self.cache_root == d or d in self.cache_root.parents:
+                raise ValueError(f"the cache dir {self.cache_root} is inside the log folder {d}; "
+                                 "logs are read-only to rlviz_widgets: choose another cache_dir")
+
+    def _build_views(self) -> None:
+        con = self._con
+        parts = [(self._file_no[p], p, part) for p, st in self._states.items()
+                 for part in self._caches[p].part_paths(st)]
+        con.execute("CREATE OR REPLACE TEMP TABLE _parts (file_no BIGINT, file VARCHAR, parquet VARCHAR)")
+        if parts:
+            con.executemany("INSERT INTO _parts VALUES (?, ?, ?)", parts)
+        extras = list(dict.fromkeys(c for st in self._states.values() for c in st.columns))
+        if parts:
+            plist = "[" + ", ".join(_lit(p) for _, _, p in parts) + "]"
+            src = f"read_parquet({plist}, filename=true, union_by_name=true)"
+            extra_sel = "".join(f', s."{c}"' for c in extras)
+        else:
+            src = ("(SELECT NULL::BIGINT line, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
+                   "NULL::DOUBLE reward, NULL::VARCHAR ref_response, NULL::DOUBLE ref_reward, NULL::DOUBLE reward_gap, "
+                   "NULL::VARCHAR ground_truth, NULL::BIGINT response_chars, NULL::INTEGER n_tokens, NULL::DOUBLE log_ratio_mean, "
+                   "NULL::DOUBLE log_ratio_sum, NULL::DOUBLE kl_mean, NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, "
+                   "NULL::DOUBLE value_mean, NULL::DOUBLE token_reward_sum, NULL::VARCHAR filename WHERE false)")
+            extra_sel = ""
+        where = []
+        lo, hi = self.step_range
+        if lo is not None:
+            where.append(f"s.step >= {int(lo)}")
+        if hi is not None:
+            where.append(f"s.step <= {int(hi)}")
+        qualify = ""
+        if self.max_samples_per_step:
+            qualify = (f"QUALIFY row_number() OVER (PARTITION BY s.step ORDER BY s.line, p.file_no) "
+                       f"<= {int(self.max_samples_per_step)}")
+        con.execute(f"""CREATE OR REPLACE TEMP VIEW _samples_raw AS
+            SELECT p.file_no * {ID_STRIDE} + s.line AS sample_id, s.step,
+                   {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
+                   s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
+                   s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean, s.kl_sum,
+                   s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
+                   p.file AS file, s.line AS line, p.file_no AS file_no
+            FROM {src} s JOIN _parts p ON s.filename = p.parquet
+            {'WHERE ' + ' AND '.join(where) if where else ''}
+            {qualify}""")
+        # the numbers are small: keep them in memory for fast sorting, paging and aggregates
+        con.execute("""CREATE OR REPLACE TEMP TABLE _ids AS
+            SELECT sample_id, step, file_no, line FROM _samples_raw ORDER BY step, line, file_no""")
+        con.execute("CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
+                    "ORDER BY step, line, file_no")
+        self._build_tokens_view()
+
+    def _text(self, col: str, prompt: bool = False) -> str:
+        expr = col
+        if self.pad_token:
+            expr = f"replace({expr}, {_lit(self.pad_token)}, '')"
+        if prompt and self.system_prompt_end:
+            expr = f"string_split({expr}, {_lit(self.system_prompt_end)})[-1]"
+        return expr
+
+    def _token_fields(self) -> list[str]:
+        present = {f for st in self._states.values() for f in st.fields}
+        return [f for f in TOKEN_FIELDS if f in present]
+
+    def _token_parts(self, file_nos: Iterable[int] | None = None) -> list[tuple[int, str]]:
+        wanted = None if file_nos is None else set(file_nos)
+        return [(self._file_no[p], part) for p, st in self._states.items()
+                if wanted is None or self._file_no[p] in wanted
+                for part in self._caches[p].part_paths(st)]
+
+    def _tokens_sql(self, parts: list[tuple[int, str]], where: str = "") -> str:
+        fields = self._token_fields()
+        if not parts or not fields:
+            return ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::INTEGER position, NULL::VARCHAR token "
+                    "WHERE false")
+        files = ", ".join(f"({n}, {_lit(p)})" for n, p in parts)
+        cols = ", ".join(f'r."{f}"' for f in fields)
+        unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
+        lens = ", ".join(f'len(t."{f}")' for f in fields)
+        derived = ""
+        names = {TOKEN_FIELDS[f] for f in fields}
+        if {"logprob", "ref_logprob"} <= names:
+            derived = ", " + per_token_sql()
+        elif "logprob" in names:
+            derived = ", exp(logprob) AS prob"
+        order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value"]
+        out = [c for c in order if c in names or (derived and c in derived)]
+        return f"""SELECT sample_id, step, position::INTEGER AS position, {', '.join(out)} FROM (
+            SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
+                SELECT t.file_no * {ID_STRIDE} + t.line AS sample_id, t.step,
+                       unnest(range(greatest({lens}))) AS position, {unn}
+                FROM (SELECT m.file_no, r.line, r.step, {cols}
+                      FROM read_parquet([{', '.join(_lit(p) for _, p in parts)}], filename=true, union_by_name=true) r
+                      JOIN (VALUES {files}) m(file_no, parquet) ON r.filename = m.parquet {where}) t))"""
+
+    def _build_tokens_view(self) -> None:
+        sql = self._tokens_sql(self._token_parts())
+        self._con.execute(f"""CREATE OR REPLACE TEMP VIEW tokens AS
+            SELECT t.* FROM ({sql}) t SEMI JOIN _ids i ON t.sample_id = i.sample_id""")
+
+    # -- frames ----------------------------------------------------------------------------
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection holding the ``samples`` and ``tokens`` views."""
+        return self._con
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        """One row per sample: texts, rewards, token reductions, custom fields, file and line."""
+        return self._con.execute("SELECT * FROM samples").df()
+
+    @property
+    def n_samples(self) -> int:
+        """How many samples pass the run's options."""
+        return self._con.execute("SELECT count(*) FROM _ids").fetchone()[0]
+
+    @property
+    def step_values(self) -> list[int]:
+        """The distinct steps, ascending (gaps need not be uniform)."""
+        return [s for (s,) in self._con.execute("SELECT DISTINCT step FROM _ids ORDER BY step").fetchall()]
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per step: sample count and mean, std, min, max, p05..p95 of the main metrics."""
+        if self._steps_cache is None:
+            self._steps_cache = self._con.execute(self.steps_sql()).df()
+        return self._steps_cache.copy()
+
+    def steps_sql(self, where: str = "") -> str:
+        """The SQL behind ``steps`` (optionally restricted by a WHERE clause over samples)."""
+        aggs = []
+        for out, col in STAT_COLUMNS.items():
+            aggs += [f"avg({col}) AS {out}_mean", f"stddev_pop({col}) AS {out}_std",
+                     f"min({col}) AS {out}_min", f"max({col}) AS {out}_max"]
+            aggs += [f"quantile_cont({col}, {q}) AS {out}_p{round(q * 100):02d}" for q in QUANTILES]
+        return (f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM samples "
+                f"{'WHERE ' + where if where else ''} GROUP BY step ORDER BY step")
+
+    def reward_histogram(self, column: str = "reward", bins: int = 30, where: str = "") -> pd.DataFrame:
+        """Counts per (step, bin) on one set of bin edges shared by every step."""
+        if column not in self.columns:
+            raise KeyError(f"no column {column!r} in samples; columns: {', '.join(self.columns)}")
+        if bins < 1:
+            raise ValueError("bins must be at least 1")
+        c = f'"{column}"'
+        lo, hi = self._con.execute(f"SELECT min({c}), max({c}) FROM samples WHERE isfinite({c})").fetchone()
+        cols = ["step", "bin", "bin_start", "bin_end", "count"]
+        if lo is None:
+            return pd.DataFrame(columns=cols)
+        width = (hi - lo) / bins if hi > lo else 1.0
+        cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
+        df = self._con.execute(f"""
+            SELECT step, least(floor(({c} - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin, count(*) AS count
+            FROM samples WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
+        df["bin_start"] = lo + df["bin"] * width
+        df["bin_end"] = df["bin_start"] + width
+        return df[cols]
+
+    def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
+        """One row per token of the given samples: token text, metrics, and derived metrics."""
+        ids = [int(sample_ids)] if isinstance(sample_ids, (int,)) or hasattr(sample_ids, "__index__") \
+            else [int(i) for i in sample_ids]
+        by_file: dict[int, list[int]] = {}
+        for i in ids:
+            by_file.setdefault(i // ID_STRIDE, []).append(i % ID_STRIDE)
+        parts = self._token_parts(by_file)
+        if not ids or not parts:
+            return self._con.execute(self._tokens_sql([])).df()
+        cond = " OR ".join(f"(m.file_no = {f} AND r.line IN ({', '.join(map(str, lines))}))"
+                           for f, lines in by_file.items())
+        sql = self._tokens_sql(parts, where=f"WHERE {cond}")
+        df = self._con.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
+        order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
+        return df.sort_values(["sample_id", "position"], key=lambda s: s.map(order) if s.name == "sample_id" else s,
+                              kind="stable").reset_index(drop=True)
+
+    def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
+        """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
+        return self._con.execute(query, params or []).df()
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names of ``samples``."""
+        return [c for (c,) in self._con.execute("SELECT column_name FROM (DESCRIBE samples)").fetchall()]
+
+    @property
+    def problems(self) -> pd.DataFrame:
+        """Every problem found: file, line, kind, message."""
+        return problemsmod.problems_frame(self._all_problems())
+
+    def _all_problems(self) -> list[Problem]:
+        out = [Problem(st.path, *p) for st in self._states.values() for p in st.problems]
+        return out + list(self._pending)
+
+    @property
+    def files(self) -> pd.DataFrame:
+        """The log files read: number, path, bytes, lines read, problems."""
+        rows = [{"file_no": self._file_no[p], "file": p, "bytes": st.size, "lines": st.lines,
+                 "problems": len(st.problems)} for p, st in self._states.items()]
+        return pd.DataFrame(rows).sort_values("file_no").reset_index(drop=True)
+
+    def summary(self) -> str:
+        """A few lines saying what the run holds."""
+        steps = self.steps
+        n = int(steps["samples"].sum()) if len(steps) else 0
+        lines = [f"Run: {len(self._states)} file(s), {n} samples over {len(steps)} steps"
+                 + (f" ({steps['step'].iloc[0]}..{steps['step'].iloc[-1]})" if len(steps) else "")]
+        if len(steps):
+            first, last = steps.iloc[0], steps.iloc[-1]
+            for out in ("reward", "ref_reward", "kl", "length", "chars"):
+                if pd.notna(first[f"{out}_mean"]) or pd.notna(last[f"{out}_mean"]):
+                    lines.append(f"  {out:<10} mean {first[f'{out}_mean']:>9.4g} (std {first[f'{out}_std']:.3g}) "
+                                 f"at step {int(first['step'])} -> {last[f'{out}_mean']:>9.4g} "
+                                 f"(std {last[f'{out}_std']:.3g}) at step {int(last['step'])}")
+        fields = self._token_fields()
+        lines.append("  token arrays: " + (", ".join(fields) if fields else "none (sample-level log)"))
+        probs = self._all_problems()
+        lines.append(f"  problems: {len(probs)}" + (f" ({problemsmod.summarize(probs)})" if probs else ""))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def close(self) -> None:
+        """Release the DuckDB connection."""
+        self._con.close()

@@ -1,0 +1,47 @@
+"""Turn what the user points at (folder, file, glob, list) into a sorted list of log files."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+LOG_SUFFIXES = (".jsonl",)
+
+
+class NoLogsError(FileNotFoundError):
+    """The source names a missing path or holds no log files."""
+
+
+def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] = LOG_SUFFIXES) -> list[Path]:
+    """Every log file named by ``source``, absolute and sorted, without duplicates.
+
+    A folder means every file with one of ``suffixes`` below it, at any depth; a glob
+    pattern means its matches; a list means the union of its items.
+    """
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    if not items:
+        raise NoLogsError("no log source given (an empty list)")
+    found: dict[Path, None] = {}
+    for item in items:
+        for path in _resolve_one(os.fspath(item), suffixes):
+            found[path] = None
+    return sorted(found)
+
+
+def _resolve_one(item: str, suffixes: tuple[str, ...]) -> list[Path]:
+    path = Path(item).expanduser()
+    if path.is_dir():
+        files = sorted(p.resolve() for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+        if not files:
+            raise NoLogsError(f"no log files ({', '.join('*' + s for s in suffixes)}) found in folder {path}")
+        return files
+    if path.is_file():
+        return [path.resolve()]
+    if glob.has_magic(item):
+        files = sorted(Path(p).resolve() for p in glob.glob(os.path.expanduser(item), recursive=True)
+                       if Path(p).is_file())
+        if not files:
+            raise NoLogsError(f"the pattern {item} matches no file")
+        return files
+    raise NoLogsError(f"log path does not exist: {path}")
