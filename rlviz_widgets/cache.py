@@ -12,10 +12,9 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from concurrent.futures import ThreadPoolExecutor
 
 import duckdb
 import numpy as np

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from . import cache as cachemod
@@ -27,6 +28,28 @@ TOKEN_FIELDS = {  # stored list column -> tokens frame column
     "tokens": "token", "logprobs": "logprob", "ref_logprobs": "ref_logprob",
     "values": "value", "token_rewards": "token_reward",
 }
+
+
+TOKEN_METRIC_ORDER = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
+SIGNED_METRICS = ("token_reward", "log_ratio", "value")
+
+
+def _id_list(sample_ids) -> list[int]:
+    if isinstance(sample_ids, (int, np.integer)):
+        return [int(sample_ids)]
+    return [int(i) for i in sample_ids]
+
+
+def _by_file(ids: list[int]) -> dict[int, list[int]]:
+    by_file: dict[int, list[int]] = {}
+    for i in ids:
+        by_file.setdefault(i // ID_STRIDE, []).append(i % ID_STRIDE)
+    return by_file
+
+
+def _where_lines(by_file: dict[int, list[int]], file_col: str, line_col: str) -> str:
+    return " OR ".join(f"({file_col} = {f} AND {line_col} IN ({', '.join(map(str, lines))}))"
+                       for f, lines in by_file.items())
 
 
 def _lit(s: str) -> str:
@@ -130,50 +153,67 @@ class Run:
                 raise ValueError(f"the cache dir {self.cache_root} is inside the log folder {d}; "
                                  "logs are read-only to rlviz_widgets: choose another cache_dir")
 
+    def _parts(self, file_nos: Iterable[int] | None = None) -> list[tuple[int, str]]:
+        """(file_no, parquet path) of every cache part, optionally only of some files."""
+        wanted = None if file_nos is None else set(file_nos)
+        return [(self._file_no[p], part) for p, st in self._states.items()
+                if wanted is None or self._file_no[p] in wanted
+                for part in self._caches[p].part_paths(st)]
+
+    def _extras(self) -> list[str]:
+        return list(dict.fromkeys(c for st in self._states.values() for c in st.columns))
+
+    def _samples_sql(self, parts: list[tuple[int, str]], where: str = "") -> str:
+        """Samples of the given cache parts, texts cleaned, no run options applied."""
+        if not parts:
+            return ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
+                    "NULL::DOUBLE reward, NULL::VARCHAR ref_response, NULL::DOUBLE ref_reward, NULL::DOUBLE reward_gap, "
+                    "NULL::VARCHAR ground_truth, NULL::BIGINT response_chars, NULL::INTEGER n_tokens, "
+                    "NULL::DOUBLE log_ratio_mean, NULL::DOUBLE log_ratio_sum, NULL::DOUBLE kl_mean, "
+                    "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
+                    "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::BIGINT file_no "
+                    "WHERE false")
+        plist = "[" + ", ".join(_lit(p) for _, p in parts) + "]"
+        files = ", ".join(f"({n}, {_lit(p)}, {_lit(self._path_of(n))})" for n, p in parts)
+        extra_sel = "".join(f', s."{c}"' for c in self._extras())
+        return f"""SELECT m.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
+                   {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
+                   s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
+                   s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean,
+                   s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
+                   m.file AS file, s.line AS line, m.file_no AS file_no
+            FROM read_parquet({plist}, filename=true, union_by_name=true) s
+            JOIN (VALUES {files}) m(file_no, parquet, file) ON s.filename = m.parquet {where}"""
+
+    def _path_of(self, file_no: int) -> str:
+        if not hasattr(self, "_paths") or len(self._paths) != len(self._file_no):
+            self._paths = {n: p for p, n in self._file_no.items()}
+        return self._paths[file_no]
+
     def _build_views(self) -> None:
         con = self._con
-        parts = [(self._file_no[p], p, part) for p, st in self._states.items()
-                 for part in self._caches[p].part_paths(st)]
-        con.execute("CREATE OR REPLACE TEMP TABLE _parts (file_no BIGINT, file VARCHAR, parquet VARCHAR)")
-        if parts:
-            con.executemany("INSERT INTO _parts VALUES (?, ?, ?)", parts)
-        extras = list(dict.fromkeys(c for st in self._states.values() for c in st.columns))
-        if parts:
-            plist = "[" + ", ".join(_lit(p) for _, _, p in parts) + "]"
-            src = f"read_parquet({plist}, filename=true, union_by_name=true)"
-            extra_sel = "".join(f', s."{c}"' for c in extras)
-        else:
-            src = ("(SELECT NULL::BIGINT line, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
-                   "NULL::DOUBLE reward, NULL::VARCHAR ref_response, NULL::DOUBLE ref_reward, NULL::DOUBLE reward_gap, "
-                   "NULL::VARCHAR ground_truth, NULL::BIGINT response_chars, NULL::INTEGER n_tokens, NULL::DOUBLE log_ratio_mean, "
-                   "NULL::DOUBLE log_ratio_sum, NULL::DOUBLE kl_mean, NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, "
-                   "NULL::DOUBLE value_mean, NULL::DOUBLE token_reward_sum, NULL::VARCHAR filename WHERE false)")
-            extra_sel = ""
         where = []
         lo, hi = self.step_range
         if lo is not None:
-            where.append(f"s.step >= {int(lo)}")
+            where.append(f"step >= {int(lo)}")
         if hi is not None:
-            where.append(f"s.step <= {int(hi)}")
+            where.append(f"step <= {int(hi)}")
         qualify = ""
         if self.max_samples_per_step:
-            qualify = (f"QUALIFY row_number() OVER (PARTITION BY s.step ORDER BY s.line, p.file_no) "
+            qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file_no) "
                        f"<= {int(self.max_samples_per_step)}")
         con.execute(f"""CREATE OR REPLACE TEMP VIEW _samples_raw AS
-            SELECT p.file_no * {ID_STRIDE} + s.line AS sample_id, s.step,
-                   {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
-                   s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
-                   s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean, s.kl_sum,
-                   s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
-                   p.file AS file, s.line AS line, p.file_no AS file_no
-            FROM {src} s JOIN _parts p ON s.filename = p.parquet
-            {'WHERE ' + ' AND '.join(where) if where else ''}
-            {qualify}""")
+            SELECT * FROM ({self._samples_sql(self._parts())})
+            {'WHERE ' + ' AND '.join(where) if where else ''} {qualify}""")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
-        con.execute("""CREATE OR REPLACE TEMP TABLE _ids AS
-            SELECT sample_id, step, file_no, line FROM _samples_raw ORDER BY step, line, file_no""")
+        kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _samples_raw)").fetchall())
+        nums = [c for c, t in kinds.items() if c not in ("prompt", "response", "ref_response", "ground_truth", "file")
+                and not t.startswith("VARCHAR")]
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _nums AS
+            SELECT {', '.join(f'"{c}"' for c in nums)} FROM _samples_raw ORDER BY step, line, file_no""")
         con.execute("CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
                     "ORDER BY step, line, file_no")
+        self._domains: dict = {}
         self._build_tokens_view()
 
     def _text(self, col: str, prompt: bool = False) -> str:
@@ -187,12 +227,6 @@ class Run:
     def _token_fields(self) -> list[str]:
         present = {f for st in self._states.values() for f in st.fields}
         return [f for f in TOKEN_FIELDS if f in present]
-
-    def _token_parts(self, file_nos: Iterable[int] | None = None) -> list[tuple[int, str]]:
-        wanted = None if file_nos is None else set(file_nos)
-        return [(self._file_no[p], part) for p, st in self._states.items()
-                if wanted is None or self._file_no[p] in wanted
-                for part in self._caches[p].part_paths(st)]
 
     def _tokens_sql(self, parts: list[tuple[int, str]], where: str = "") -> str:
         fields = self._token_fields()
@@ -213,16 +247,16 @@ class Run:
         out = [c for c in order if c in names or (derived and c in derived)]
         return f"""SELECT sample_id, step, position::INTEGER AS position, {', '.join(out)} FROM (
             SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
-                SELECT t.file_no * {ID_STRIDE} + t.line AS sample_id, t.step,
+                SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
                        unnest(range(greatest({lens}))) AS position, {unn}
                 FROM (SELECT m.file_no, r.line, r.step, {cols}
                       FROM read_parquet([{', '.join(_lit(p) for _, p in parts)}], filename=true, union_by_name=true) r
                       JOIN (VALUES {files}) m(file_no, parquet) ON r.filename = m.parquet {where}) t))"""
 
     def _build_tokens_view(self) -> None:
-        sql = self._tokens_sql(self._token_parts())
+        sql = self._tokens_sql(self._parts())
         self._con.execute(f"""CREATE OR REPLACE TEMP VIEW tokens AS
-            SELECT t.* FROM ({sql}) t SEMI JOIN _ids i ON t.sample_id = i.sample_id""")
+            SELECT t.* FROM ({sql}) t SEMI JOIN _nums i ON t.sample_id = i.sample_id""")
 
     # -- frames ----------------------------------------------------------------------------
     @property
@@ -238,12 +272,12 @@ class Run:
     @property
     def n_samples(self) -> int:
         """How many samples pass the run's options."""
-        return self._con.execute("SELECT count(*) FROM _ids").fetchone()[0]
+        return self._con.execute("SELECT count(*) FROM _nums").fetchone()[0]
 
     @property
     def step_values(self) -> list[int]:
         """The distinct steps, ascending (gaps need not be uniform)."""
-        return [s for (s,) in self._con.execute("SELECT DISTINCT step FROM _ids ORDER BY step").fetchall()]
+        return [s for (s,) in self._con.execute("SELECT DISTINCT step FROM _nums ORDER BY step").fetchall()]
 
     @property
     def steps(self) -> pd.DataFrame:
@@ -284,21 +318,83 @@ class Run:
 
     def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
         """One row per token of the given samples: token text, metrics, and derived metrics."""
-        ids = [int(sample_ids)] if isinstance(sample_ids, (int,)) or hasattr(sample_ids, "__index__") \
-            else [int(i) for i in sample_ids]
-        by_file: dict[int, list[int]] = {}
-        for i in ids:
-            by_file.setdefault(i // ID_STRIDE, []).append(i % ID_STRIDE)
-        parts = self._token_parts(by_file)
+        ids = _id_list(sample_ids)
+        by_file = _by_file(ids)
+        parts = self._parts(by_file)
         if not ids or not parts:
             return self._con.execute(self._tokens_sql([])).df()
-        cond = " OR ".join(f"(m.file_no = {f} AND r.line IN ({', '.join(map(str, lines))}))"
-                           for f, lines in by_file.items())
-        sql = self._tokens_sql(parts, where=f"WHERE {cond}")
+        sql = self._tokens_sql(parts, where=f"WHERE {_where_lines(by_file, 'm.file_no', 'r.line')}")
         df = self._con.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
         order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
         return df.sort_values(["sample_id", "position"], key=lambda s: s.map(order) if s.name == "sample_id" else s,
                               kind="stable").reset_index(drop=True)
+
+    def rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
+        """The samples rows of the given ids, in that order (fast: reads only their row groups)."""
+        ids = _id_list(sample_ids)
+        cols = ", ".join(f'"{c}"' for c in columns) if columns else "* EXCLUDE (file_no)"
+        by_file = _by_file(ids)
+        parts = self._parts(by_file)
+        if not ids or not parts:
+            return self._con.execute(f"SELECT {cols} FROM samples WHERE false").df()
+        sql = self._samples_sql(parts, where=f"WHERE {_where_lines(by_file, 'm.file_no', 's.line')}")
+        df = self._con.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
+        order = {sid: k for k, sid in enumerate(ids)}
+        df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
+        return df.drop(columns="__id").reset_index(drop=True)
+
+    def token_arrays(self, sample_ids: Iterable[int]) -> list[dict]:
+        """Per sample: id, step, reward, token strings and each token metric as a float32 array."""
+        ids = _id_list(sample_ids)
+        toks = self.tokens(ids)
+        info = self.rows(ids, ["sample_id", "step", "reward"]) if ids else pd.DataFrame()
+        out = []
+        groups = dict(tuple(toks.groupby("sample_id", sort=False))) if len(toks) else {}
+        for _, r in info.iterrows():
+            sid = int(r["sample_id"])
+            g = groups.get(sid)
+            metrics = {}
+            tokens: list[str] = []
+            if g is not None:
+                if "token" in g:
+                    tokens = [t if isinstance(t, str) else "" for t in g["token"].tolist()]
+                for m in TOKEN_METRIC_ORDER:
+                    if m in g:
+                        metrics[m] = g[m].to_numpy(dtype="float32", na_value=float("nan"))
+            out.append({"sample_id": sid, "step": int(r["step"]),
+                        "reward": None if pd.isna(r["reward"]) else float(r["reward"]),
+                        "tokens": tokens, "metrics": metrics})
+        return out
+
+    @property
+    def token_metrics(self) -> list[str]:
+        """The token metrics this run has (those `tokens()` can fill), in display order."""
+        names = {TOKEN_FIELDS[f] for f in self._token_fields()}
+        if {"logprob", "ref_logprob"} <= names:
+            names |= {"log_ratio", "kl", "prob", "ref_prob"}
+        elif "logprob" in names:
+            names |= {"prob"}
+        return [m for m in TOKEN_METRIC_ORDER if m in names]
+
+    def token_domain(self, metric: str, scope: str = "run", steps: Iterable[int] | None = None) -> tuple[float, float]:
+        """Colour limits of a token metric over the run or some steps (p99 clip; symmetric if signed)."""
+        if metric in ("prob", "ref_prob"):
+            return 0.0, 1.0
+        if metric in ("logprob", "ref_logprob"):
+            return -10.0, 0.0
+        if metric not in self.token_metrics:
+            raise KeyError(f"no token metric {metric!r}; this run has {', '.join(self.token_metrics)}")
+        key = (metric, scope, tuple(sorted(steps)) if steps is not None and scope == "step" else None)
+        if key not in self._domains:
+            cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
+            if metric in SIGNED_METRICS:
+                (q,) = self._con.execute(f"SELECT quantile_cont(abs({metric}), 0.99) FROM tokens {cond}").fetchone()
+                q = float(q) if q is not None and q > 0 else 1.0
+                self._domains[key] = (-q, q)
+            else:
+                (q,) = self._con.execute(f"SELECT quantile_cont({metric}, 0.99) FROM tokens {cond}").fetchone()
+                self._domains[key] = (0.0, float(q) if q is not None and q > 0 else 1.0)
+        return self._domains[key]
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
