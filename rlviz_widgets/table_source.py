@@ -1,0 +1,197 @@
+"""Sorted, searched, filtered pages of samples, answered by DuckDB (never by the browser).
+
+Works over a Run (numbers in memory, texts read by row group on demand) or any DataFrame.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import duckdb
+import pandas as pd
+
+TEXT_CLIP = 300
+DEFAULT_COLUMNS = ("sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum", "log_ratio_mean",
+                   "log_ratio_sum", "n_tokens", "prompt", "response")
+HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
+          "ref_response", "ground_truth"}
+SEARCH_COLUMNS = ("prompt", "response", "ref_response")
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class TableSource:
+    """Pages over a relation with a ``sample_id`` column."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, full: str, nums: str, rows_fn=None):
+        self.con = con
+        self.full = full  # relation with every column (texts too)
+        self.nums = nums  # relation with the numeric columns only (fast to sort and count)
+        self._rows_fn = rows_fn
+        kinds = self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {full})").fetchall()
+        self.kinds = {c: t for c, t in kinds}
+        num_cols = {c for (c, _) in self.con.execute(f"SELECT column_name, 1 FROM (DESCRIBE SELECT * FROM {nums})")
+                    .fetchall()}
+        self.num_columns = [c for c in self.kinds if c in num_cols]
+        self.text_columns = [c for c in self.kinds if c not in num_cols]
+        self._filter_key: tuple | None = None
+        self._filter_rel = nums
+
+    @classmethod
+    def from_run(cls, run) -> TableSource:
+        return cls(run.con, "samples", "_nums", rows_fn=run.rows)
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame) -> TableSource:
+        df = df.copy()
+        if "sample_id" not in df.columns:
+            df.insert(0, "sample_id", range(len(df)))
+        if not df["sample_id"].is_unique:
+            raise ValueError("the DataFrame's sample_id column has duplicates: rows could not be told apart")
+        con = duckdb.connect()
+        con.register("_frame", df)
+        con.execute("CREATE TABLE samples AS SELECT * FROM _frame")
+        con.unregister("_frame")
+        nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
+                if not (t.startswith("VARCHAR") or t.endswith("[]") or t.startswith("STRUCT") or t.startswith("MAP"))]
+        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)} FROM samples")
+        return cls(con, "samples", "_nums")
+
+    # -- columns -----------------------------------------------------------------------------
+    def default_columns(self) -> list[str]:
+        present = [c for c in DEFAULT_COLUMNS if c in self.kinds]
+        extras = [c for c in self.kinds if c not in DEFAULT_COLUMNS and c not in HIDDEN]
+        cols = present + extras
+        empty = self._all_null([c for c in cols if c in self.num_columns])
+        return [c for c in cols if c not in empty]
+
+    def _all_null(self, cols: list[str]) -> set[str]:
+        if not cols:
+            return set()
+        row = self.con.execute(f"SELECT {', '.join(f'count({_q(c)})' for c in cols)} FROM {self.nums}").fetchone()
+        return {c for c, n in zip(cols, row) if n == 0}
+
+    def column_info(self, columns: list[str]) -> list[dict]:
+        nums = [c for c in columns if c in self.num_columns]
+        stats = {}
+        if nums:
+            aggs = ", ".join(f"min({_q(c)})::DOUBLE, max({_q(c)})::DOUBLE" for c in nums)
+            row = self.con.execute(f"SELECT {aggs} FROM {self.nums}").fetchone()
+            stats = {c: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(nums)}
+        out = []
+        for c in columns:
+            if c not in self.kinds:
+                raise KeyError(f"no column {c!r}; columns: {', '.join(self.kinds)}")
+            if c in stats:
+                t = self.kinds[c]
+                kind = "int" if any(k in t for k in ("INT", "BIGINT", "HUGEINT")) else "number"
+                lo, hi = stats[c]
+                out.append({"name": c, "kind": kind, "min": _finite(lo), "max": _finite(hi)})
+            else:
+                out.append({"name": c, "kind": "text"})
+        return out
+
+    # -- filtering ----------------------------------------------------------------------------
+    def _filtered(self, search: str, where: str) -> str:
+        """A relation of the sample_ids passing search and where (cached while they stay the same)."""
+        key = (search.strip(), where.strip())
+        if key == ("", ""):
+            return self.nums
+        if key != self._filter_key:
+            conds = []
+            if key[1]:
+                conds.append(f"({key[1]})")
+            if key[0]:
+                cols = [c for c in SEARCH_COLUMNS if c in self.kinds] or self.text_columns
+                lit = "'%" + _like_escape(key[0]).replace("'", "''") + "%'"
+                conds.append("(" + " OR ".join(f"{_q(c)} ILIKE {lit} ESCAPE '\\'" for c in cols) + ")")
+            uses_text = key[0] or any(re.search(rf"\b{re.escape(c)}\b", key[1]) for c in self.text_columns)
+            src = self.full if uses_text else self.nums
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE _table_filter AS SELECT sample_id FROM {src} "
+                             f"WHERE {' AND '.join(conds)}")
+            self._filter_key = key
+        return f"(SELECT n.* FROM {self.nums} n SEMI JOIN _table_filter f ON n.sample_id = f.sample_id)"
+
+    def count(self, search: str = "", where: str = "") -> int:
+        return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchone()[0]
+
+    def ids(self, search: str = "", where: str = "", sort_by: str = "", desc: bool = False,
+            offset: int = 0, limit: int | None = None) -> list[int]:
+        """sample_ids of the rows in display order (a slice of them)."""
+        rel = self._filtered(search, where)
+        order = "sample_id"
+        if sort_by:
+            if sort_by not in self.kinds:
+                raise KeyError(f"cannot sort by {sort_by!r}: no such column")
+            if sort_by in self.text_columns:  # texts live in the full relation
+                rel = f"(SELECT f.sample_id, f.{_q(sort_by)} FROM {self.full} f SEMI JOIN {rel} r USING (sample_id))"
+            order = f"{_q(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, sample_id"
+        lim = f"LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
+        return [i for (i,) in self.con.execute(f"SELECT sample_id FROM {rel} ORDER BY {order} {lim}").fetchall()]
+
+    def rows(self, ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
+        """Rows of the given ids, in that order."""
+        ids = [int(i) for i in ids]
+        if self._rows_fn is not None:
+            return self._rows_fn(ids, columns)
+        cols = ", ".join(_q(c) for c in columns) if columns else "*"
+        if not ids:
+            return self.con.execute(f"SELECT {cols} FROM {self.full} WHERE false").df()
+        df = self.con.execute(f"SELECT {cols}, sample_id AS __id FROM {self.full} "
+                              f"WHERE sample_id IN ({', '.join(map(str, ids))})").df()
+        order = {sid: k for k, sid in enumerate(ids)}
+        df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
+        return df.drop(columns="__id").reset_index(drop=True)
+
+    def page(self, offset: int, limit: int, columns: list[str], search: str = "", where: str = "",
+             sort_by: str = "", desc: bool = False, clip: int = TEXT_CLIP) -> dict:
+        """One page for the front end: ids, rows (texts clipped) and clip flags."""
+        ids = self.ids(search, where, sort_by, desc, offset, limit)
+        df = self.rows(ids, list(dict.fromkeys(["sample_id", *columns])))
+        rows, clipped = [], []
+        for rec in df[columns].itertuples(index=False, name=None):
+            row, flags = [], []
+            for v in rec:
+                if isinstance(v, str):
+                    flags.append(len(v) > clip)
+                    row.append(v[:clip])
+                else:
+                    flags.append(False)
+                    row.append(_jsonable(v))
+            rows.append(row)
+            clipped.append(flags)
+        return {"offset": int(offset), "ids": [int(i) for i in df["sample_id"]], "rows": rows,
+                "clipped": clipped if any(any(f) for f in clipped) else None}
+
+    def cell(self, sample_id: int, column: str) -> str:
+        df = self.rows([sample_id], [column])
+        if not len(df):
+            raise KeyError(f"no sample {sample_id}")
+        v = df.iloc[0, 0]
+        return "" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _finite(v):
+    return None if v is None or v != v or v in (float("inf"), float("-inf")) else float(v)
+
+
+def _jsonable(v):
+    if v is None:
+        return None
+    try:
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        return str(v)
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return None
+    return v if isinstance(v, (int, float, bool)) else str(v)

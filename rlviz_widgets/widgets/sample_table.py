@@ -1,0 +1,113 @@
+"""SampleTable: every sample of a run (or any DataFrame), virtualized, sorted and searched in the engine."""
+
+from __future__ import annotations
+
+import pandas as pd
+import traitlets
+
+from ..run import Run
+from ..table_source import TableSource
+from ._base import STATIC, RpcWidget, rpc, surface_errors
+
+MAX_SELECTED = 5000
+MAX_PAGE = 500
+
+
+class SampleTable(RpcWidget):
+    """A table of samples: scroll through millions of rows, sort, search, pick rows."""
+
+    _esm = STATIC / "sample_table.js"
+    _front_end = "sample_table"
+
+    columns = traitlets.List(traitlets.Dict(), default_value=[]).tag(sync=True)
+    """The shown columns: name, kind (number/int/text) and min/max for the inline bars."""
+
+    row_count = traitlets.Int(0).tag(sync=True)
+    """Rows passing the search and filter."""
+
+    sort_by = traitlets.Unicode("").tag(sync=True)
+    """Column the rows are sorted by ("" keeps the log's order)."""
+
+    sort_desc = traitlets.Bool(False).tag(sync=True)
+    """Sort descending."""
+
+    search = traitlets.Unicode("").tag(sync=True)
+    """Text searched for in prompt, response and ref_response (case-insensitive)."""
+
+    selected_ids = traitlets.List(traitlets.Int(), default_value=[]).tag(sync=True)
+    """sample_ids of the rows the user picked."""
+
+    height = traitlets.Int(360).tag(sync=True)
+    """Height of the scroll area in px."""
+
+    where = traitlets.Unicode("").tag(sync=False)
+    """A SQL condition over the samples columns restricting the rows (set by code, e.g. by RunView)."""
+
+    def __init__(self, data: Run | pd.DataFrame, columns: list[str] | None = None, **kwargs):
+        if isinstance(data, Run):
+            self._source = TableSource.from_run(data)
+        elif isinstance(data, pd.DataFrame):
+            self._source = TableSource.from_frame(data)
+        else:
+            raise TypeError(f"SampleTable needs a Run or a pandas DataFrame, not {type(data).__name__}")
+        self._data = data
+        cols = list(columns) if columns else self._source.default_columns()
+        super().__init__(columns=self._source.column_info(cols), **kwargs)
+        self.row_count = self._source.count()
+
+    @property
+    def visible_columns(self) -> list[str]:
+        """Names of the shown columns."""
+        return [c["name"] for c in self.columns]
+
+    @property
+    def selected(self) -> pd.DataFrame:
+        """The picked rows, every column, in the order picked."""
+        return self._source.rows(self.selected_ids)
+
+    @property
+    def shown(self) -> pd.DataFrame:
+        """Every row passing search and filter, in display order (sample ids and shown columns)."""
+        ids = self._source.ids(self.search, self.where, self.sort_by, self.sort_desc)
+        return self._source.rows(ids, list(dict.fromkeys(["sample_id", *self.visible_columns])))
+
+    def reload(self) -> None:
+        """Re-read column ranges and counts (after the data grew) and redraw."""
+        self._source = TableSource.from_run(self._data) if isinstance(self._data, Run) else self._source
+        self._source._filter_key = None
+        self.columns = self._source.column_info(self.visible_columns)
+        self._query_changed(None)
+
+    @traitlets.validate("selected_ids")
+    def _check_selected(self, proposal):
+        ids = list(dict.fromkeys(int(i) for i in proposal["value"]))
+        if len(ids) > MAX_SELECTED:
+            raise traitlets.TraitError(f"at most {MAX_SELECTED} rows can be selected at once; got {len(ids)}")
+        return ids
+
+    @traitlets.validate("sort_by")
+    def _check_sort(self, proposal):
+        value = proposal["value"]
+        if value and value not in self._source.kinds:
+            raise traitlets.TraitError(f"cannot sort by {value!r}: no such column")
+        return value
+
+    @traitlets.observe("search", "where", "sort_by", "sort_desc")
+    @surface_errors
+    def _query_changed(self, _change) -> None:
+        self.row_count = self._source.count(self.search, self.where)
+        if self.error:
+            self.error = ""
+        self.refresh_view()
+
+    @rpc
+    def rows(self, offset: int = 0, limit: int = 100):
+        limit = max(0, min(int(limit), MAX_PAGE))
+        page = self._source.page(int(offset), limit, self.visible_columns, self.search, self.where,
+                                 self.sort_by, self.sort_desc)
+        page.update(generation=self.generation, total=self.row_count)
+        return page
+
+    @rpc
+    def cell(self, sample_id: int, column: str):
+        return {"text": self._source.cell(int(sample_id), column)}

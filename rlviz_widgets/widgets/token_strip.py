@@ -1,0 +1,95 @@
+"""TokenStrip: responses as token strips, each token coloured by one token metric."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+import traitlets
+
+from ..run import Run
+from ._base import STATIC, RpcWidget, rpc, surface_errors
+
+MAX_SAMPLES = 64
+
+
+class TokenStrip(RpcWidget):
+    """One or more responses as token strips; hover a token for every metric, click to pin."""
+
+    _esm = STATIC / "token_strip.js"
+    _front_end = "token_strip"
+
+    sample_ids = traitlets.List(traitlets.Int(), default_value=[]).tag(sync=True)
+    """The samples shown, one strip each."""
+
+    color_by = traitlets.Unicode("kl").tag(sync=True)
+    """The token metric that colours the chips (one of ``metrics``)."""
+
+    scale_scope = traitlets.Enum(["sample", "step", "run"], default_value="sample").tag(sync=True)
+    """Where the colour limits come from: this sample, its step, or the whole run."""
+
+    metrics = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)
+    """The token metrics this run has, in display order (read-only)."""
+
+    show_table = traitlets.Bool(True).tag(sync=True)
+    """Show the token x metric table under a single sample's strip."""
+
+    pinned = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    """The clicked token, {sample_id, position}, or None."""
+
+    height = traitlets.Int(0).tag(sync=True)
+    """Max height of the strips area in px (0: as tall as needed)."""
+
+    def __init__(self, run: Run, sample_ids: int | Iterable[int] = (), color_by: str = "kl",
+                 scale_scope: str = "sample", **kwargs):
+        self._run = run
+        metrics = run.token_metrics
+        if metrics and color_by not in metrics:
+            color_by = "log_ratio" if "log_ratio" in metrics else metrics[0]
+        ids = [int(sample_ids)] if isinstance(sample_ids, (int, np.integer)) else [int(i) for i in sample_ids]
+        super().__init__(metrics=metrics, color_by=color_by, scale_scope=scale_scope, sample_ids=ids, **kwargs)
+
+    @traitlets.validate("color_by")
+    def _check_color_by(self, proposal):
+        value = proposal["value"]
+        if self.metrics and value not in self.metrics:
+            raise traitlets.TraitError(f"color_by must be one of {', '.join(self.metrics)}; got {value!r}")
+        return value
+
+    @traitlets.validate("sample_ids")
+    def _check_ids(self, proposal):
+        ids = list(proposal["value"])
+        if len(ids) > MAX_SAMPLES:
+            raise traitlets.TraitError(f"at most {MAX_SAMPLES} samples at once; got {len(ids)}")
+        return ids
+
+    @traitlets.observe("sample_ids")
+    @surface_errors
+    def _ids_changed(self, _change) -> None:
+        self.pinned = None
+        self.refresh_view()
+
+    @property
+    def tokens(self) -> pd.DataFrame:
+        """The tokens of the shown samples, one row per token (long form)."""
+        return self._run.tokens(self.sample_ids)
+
+    @rpc
+    def strips(self):
+        samples, buffers = [], []
+        for s in self._run.token_arrays(self.sample_ids):
+            index = {}
+            for m, arr in s["metrics"].items():
+                index[m] = len(buffers)
+                buffers.append(memoryview(np.ascontiguousarray(arr, dtype="<f4")).cast("B"))
+            reward = "" if s["reward"] is None else f" · reward {s['reward']:.4g}"
+            samples.append({"sample_id": s["sample_id"], "step": s["step"], "reward": s["reward"],
+                            "label": f"step {s['step']} · sample {s['sample_id']}{reward}",
+                            "tokens": s["tokens"], "buffers": index})
+        return {"generation": self.generation, "metrics": self.metrics, "samples": samples}, buffers
+
+    @rpc
+    def domain(self, metric: str, scope: str, steps: list[int] | None = None):
+        lo, hi = self._run.token_domain(metric, scope, steps)
+        return {"metric": metric, "lo": lo, "hi": hi}
