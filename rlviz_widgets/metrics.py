@@ -24,7 +24,7 @@ def _flat(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.n
     offsets = arr.offsets.to_numpy()
     values = arr.values.slice(offsets[0], offsets[-1] - offsets[0])
     vals = values.to_numpy(zero_copy_only=False).astype(np.float64)
-    return vals, offsets - offsets[0], ~np.asarray(arr.is_null(), dtype=bool)
+    return vals, offsets - offsets[0], ~arr.is_null().to_numpy(zero_copy_only=False)
 
 
 def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,6 +98,8 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
 def per_token_sql(prefix: str = "") -> str:
     """SELECT-list expressions for one unnested token row (columns logprob, ref_logprob)."""
     p = prefix
-    return (f"{p}logprob - {p}ref_logprob AS log_ratio, "
-            f"exp({p}logprob - {p}ref_logprob) - 1 - ({p}logprob - {p}ref_logprob) AS kl, "
+    # in double precision, as per_sample does: a float32 difference would round log_ratio (and kl) differently
+    lr = f"({p}logprob::DOUBLE - {p}ref_logprob::DOUBLE)"
+    return (f"{lr} AS log_ratio, "
+            f"exp({lr}) - 1 - {lr} AS kl, "
             f"exp({p}logprob) AS prob, exp({p}ref_logprob) AS ref_prob")

@@ -100,3 +100,30 @@ def write_log(folder: str | Path, *, steps: int = 10, samples_per_step: int = 64
         for h in handles:
             h.close()
     return paths
+
+
+def write_sample_log(folder: str | Path, *, samples: int = 1_000_000, steps: int = 100, ranks: int = 4,
+                     seed: int = 0) -> list[Path]:
+    """A large sample-level log (no token arrays), written fast with numpy: for scale tests."""
+    import numpy as np
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    per_step = max(samples // steps, 1)
+    step = np.repeat(np.arange(steps), per_step)[:samples]
+    progress = step / max(steps - 1, 1)
+    reward = np.round(rng.normal(-0.5 + 1.5 * progress, 1.0 - 0.6 * progress), 4)
+    ref_reward = np.round(rng.normal(0.0, 1.0, len(step)), 4)
+    q = rng.integers(0, 1000, len(step))
+    paths = [folder / f"samples_rank{r}.jsonl" for r in range(ranks)]
+    for r, path in enumerate(paths):
+        with path.open("w", encoding="utf-8") as f:
+            idx = np.arange(r, len(step), ranks)
+            f.writelines(
+                f'{{"prompt": "Question {q[i]}: what is {q[i] % 13} + {step[i] % 7}?", '
+                f'"response": "The answer is {q[i] % 13 + step[i] % 7 + (reward[i] < 0)}.", '
+                f'"reward": {reward[i]}, "ref_reward": {ref_reward[i]}, "step": {step[i]}, '
+                f'"ref_response": "The answer is {q[i] % 13 + step[i] % 7}."}}\n'
+                for i in idx)
+    return paths

@@ -87,8 +87,12 @@ class RLBReader:
         schema.update({f: "FLOAT[]" for f in ARRAYS})  # logged from float32/bf16 tensors: float32 keeps every digit
 
         def number(f: str) -> str:
-            return (f"CASE WHEN json_type(r.{f}) IN {NUMERIC} AND isfinite(r.{f}::DOUBLE) THEN r.{f}::DOUBLE END "
-                    f"AS {f}, json_type(r.{f}) AS _t_{f}, r.{f}::VARCHAR AS _v_{f}")
+            # _p_{f}: what is wrong (NULL when fine), _v_{f}: the bad value, for the message
+            ok = f"json_type(r.{f}) IN {NUMERIC} AND isfinite(r.{f}::DOUBLE)"
+            bad = (f"CASE WHEN json_type(r.{f}) IS NULL THEN 'missing' WHEN json_type(r.{f}) = 'NULL' THEN NULL "
+                   f"WHEN json_type(r.{f}) IN {NUMERIC} THEN 'nan' ELSE 'type' END")
+            return (f"CASE WHEN {ok} THEN r.{f}::DOUBLE END AS {f}, CASE WHEN NOT ({ok}) OR r.{f} IS NULL "
+                    f"THEN {bad} END AS _p_{f}, CASE WHEN NOT ({ok}) THEN r.{f}::VARCHAR END AS _v_{f}")
 
         extra_sel = "".join(
             f""", CASE WHEN json_type(r.{_q(k)}) IN {NUMERIC} THEN r.{_q(k)}::DOUBLE
@@ -101,7 +105,9 @@ class RLBReader:
                         WHEN json_type(r.step) = 'DOUBLE' AND r.step::DOUBLE = round(r.step::DOUBLE)
                              THEN r.step::DOUBLE::BIGINT
                         WHEN json_type(r.step) = 'VARCHAR' THEN TRY_CAST(r.step->>'$' AS BIGINT) END AS step,
-                   json_type(r.step) AS _t_step, r.step::VARCHAR AS _v_step,
+                   CASE WHEN json_type(r.step) IS NULL OR json_type(r.step) = 'NULL' THEN 'missing'
+                        WHEN json_type(r.step) NOT IN ('BIGINT', 'UBIGINT') THEN json_type(r.step) END AS _p_step,
+                   CASE WHEN json_type(r.step) NOT IN ('BIGINT', 'UBIGINT') THEN r.step::VARCHAR END AS _v_step,
                    r.prompt, r.response, {number('reward')}, r.ref_response, {number('ref_reward')},
                    CASE json_type(r.ground_truth) WHEN 'VARCHAR' THEN r.ground_truth->>'$' WHEN 'NULL' THEN NULL
                         ELSE r.ground_truth::VARCHAR END AS ground_truth,
@@ -110,37 +116,34 @@ class RLBReader:
 
     def _check(self, con, t: pa.Table, keys: list[str], problems: list[list]) -> pa.Table | None:
         line = t["line"].to_numpy()
-        # step: required
-        tstep = t["_t_step"].to_pylist()
-        vstep = t["_v_step"].to_pylist()
-        step_ok = np.asarray(pc.is_valid(t["step"]), dtype=bool)
-        for i in np.flatnonzero(~step_ok).tolist():
-            if tstep[i] is None or tstep[i] == "NULL":
-                problems.append([int(line[i]), "missing_step", "no step: record skipped"])
-            else:
-                problems.append([int(line[i]), "wrong_type", f"step is {_short(vstep[i])}, not an integer: record skipped"])
-        for i in np.flatnonzero(step_ok & np.array([x == "VARCHAR" for x in tstep])).tolist():
-            problems.append([int(line[i]), "wrong_type", f"step is the string {_short(vstep[i])}: read as a number"])
+        # step: required (flags come from SQL; Python only touches the bad rows)
+        step_ok = _mask(pc.is_valid(t["step"]))
+        for i in np.flatnonzero(_mask(pc.is_valid(t["_p_step"]))).tolist():
+            kind, value = t["_p_step"][i].as_py(), _short(t["_v_step"][i].as_py())
+            if not step_ok[i]:
+                problems.append([int(line[i]), "missing_step", "no step: record skipped"] if kind == "missing" else
+                                [int(line[i]), "wrong_type", f"step is {value}, not an integer: record skipped"])
+            elif kind == "VARCHAR":
+                problems.append([int(line[i]), "wrong_type", f"step is the string {value}: read as a number"])
         # reward, ref_reward: kept empty when missing or bad
         for f in NUMBER_FIELDS:
-            types, vals = t[f"_t_{f}"].to_pylist(), t[f"_v_{f}"].to_pylist()
-            for i, (ty, v) in enumerate(zip(types, vals)):
-                if not step_ok[i]:
-                    continue
-                if ty is None:
+            flags = t[f"_p_{f}"]
+            for i in np.flatnonzero(_mask(pc.is_valid(flags)) & step_ok).tolist():
+                kind, value = flags[i].as_py(), t[f"_v_{f}"][i].as_py()
+                if kind == "missing":
                     if f == "reward":
                         problems.append([int(line[i]), "missing_reward", "no reward: left empty"])
-                elif ty not in ("DOUBLE", "BIGINT", "UBIGINT", "NULL"):
-                    problems.append([int(line[i]), "wrong_type", f"{f} is {_short(v)}, not a number: left empty"])
-                elif ty == "DOUBLE" and v is not None and not np.isfinite(float(v)):
-                    problems.append([int(line[i]), "nan", f"{f} is {v}: left empty"])
+                elif kind == "type":
+                    problems.append([int(line[i]), "wrong_type", f"{f} is {_short(value)}, not a number: left empty"])
+                else:
+                    problems.append([int(line[i]), "nan", f"{f} is {value}: left empty"])
         # token arrays: present but not a list, NaN / Infinity / null values, unequal lengths
         cols = {}
         lens = {}
         for f in ("tokens", *ARRAYS):
             col = t[f].combine_chunks()
             key = "response_tokens" if f == "tokens" else f
-            nulls = np.asarray(col.is_null(), dtype=bool) & step_ok
+            nulls = _mask(col.is_null()) & step_ok
             if key in keys and nulls.any():
                 cand = line[nulls].tolist()
                 there = con.execute(f"SELECT line FROM raw WHERE line IN ({', '.join(map(str, cand))}) "
@@ -164,7 +167,8 @@ class RLBReader:
                                  f"token arrays differ in length ({desc}): missing values left empty"])
         for f, col in cols.items():
             t = t.set_column(t.schema.get_field_index(f), f, col)
-        t = t.filter(pa.array(step_ok))
+        if not step_ok.all():
+            t = t.filter(pa.array(step_ok))
         if t.num_rows == 0:
             return None
         reduced = per_sample(t)
@@ -196,7 +200,7 @@ class RLBReader:
         if not bad.any():
             return col
         offsets = col.offsets.to_numpy()
-        nulls = np.asarray(col.values.is_null(), dtype=bool)
+        nulls = _mask(col.values.is_null())
         cb = np.concatenate([[0], np.cumsum(bad)])
         cn = np.concatenate([[0], np.cumsum(nulls)])
         nbad = cb[offsets[1:]] - cb[offsets[:-1]]
@@ -247,6 +251,12 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
         fixed = pa.table({"line": pa.array(fixed_lines, pa.int64()), "j": pa.array(fixed_texts, pa.large_string())})
         out = pa.concat_tables([out, fixed]).sort_by("line")
     return out
+
+
+def _mask(arr) -> np.ndarray:
+    """A pyarrow boolean array as a numpy bool array (nulls false), without a Python loop."""
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    return arr.fill_null(False).to_numpy(zero_copy_only=False)
 
 
 def _short(v, n: int = 40) -> str:
