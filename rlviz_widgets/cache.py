@@ -48,6 +48,7 @@ class FileState:
     size: int = 0
     mtime_ns: int = 0
     head: str = ""
+    tail: str = ""  # hash of the last bytes read (up to HEAD_BYTES before ``consumed``)
     consumed: int = 0  # bytes read into parts (always ends a line)
     lines: int = 0  # lines consumed
     open_tail: bool = False  # last consumed line had no newline yet
@@ -100,6 +101,12 @@ def _head(path: Path, n: int) -> str:
         return hashlib.sha1(f.read(min(n, HEAD_BYTES))).hexdigest()
 
 
+def _tail(path: Path, n: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(n - HEAD_BYTES, 0))
+        return hashlib.sha1(f.read(min(n, HEAD_BYTES))).hexdigest()
+
+
 def plan(cache: FileCache) -> tuple[FileState, int]:
     """The state to continue from and how many bytes are left to read."""
     st = os.stat(cache.path)
@@ -107,18 +114,32 @@ def plan(cache: FileCache) -> tuple[FileState, int]:
     if state is not None:
         if state.size == st.st_size and state.mtime_ns == st.st_mtime_ns:
             return state, 0
-        grew = st.st_size >= state.consumed and state.consumed > 0 and _head(cache.path, state.consumed) == state.head
+        # only a file that grew keeps its cache (same size, new mtime: rewritten in place); its first and
+        # last bytes read must be unchanged
+        grew = (st.st_size > state.size and st.st_size >= state.consumed and state.consumed > 0
+                and _head(cache.path, state.consumed) == state.head
+                and _tail(cache.path, state.consumed) == state.tail)
         if grew and not state.open_tail:
             with open(cache.path, "rb") as f:
                 f.seek(state.consumed - 1)
                 grew = f.read(1) == b"\n"
         if grew or (state.consumed == 0 and st.st_size >= state.size):
             return state, st.st_size - state.consumed
-    return cache.reset(), st.st_size
+    state = cache.reset()
+    if st.st_size == 0:  # never read (nothing to read): reported on every open while empty
+        state.problems.append([0, "empty_file", "the file is empty (line 0: the file as a whole)"])
+    return state, st.st_size
 
 
 def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
     """Read what is new in the file into new parts; returns the new state and a pending problem, if any."""
+    # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on which
+    # DuckDB refuses register()
+    with con.cursor() as cur:
+        return _update(cur, cache, state, reader, on_bytes)
+
+
+def _update(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
     path = cache.path
     st = os.stat(path)
     start = state.consumed
@@ -138,7 +159,7 @@ def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, r
         rest = linereader.tail(path, state.consumed) if not state.open_tail else b""
         if rest.strip():
             text = rest.decode("utf-8", errors="replace")
-            if con.execute("SELECT json_valid(?)", [text]).fetchone()[0]:
+            if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
                 # a finished last record that simply lacks the final newline
                 chunk = linereader.Chunk(pa.array([text], pa.large_string()), np.array([state.lines + 1]),
                                          np.frombuffer(text.lstrip().encode()[:1], np.uint8), state.consumed,
@@ -156,6 +177,7 @@ def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, r
             fut.result()
     state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
     state.head = _head(path, state.consumed) if state.consumed else ""
+    state.tail = _tail(path, state.consumed) if state.consumed else ""
     cache.save(state)
     return state, pending
 

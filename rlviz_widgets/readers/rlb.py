@@ -88,10 +88,11 @@ class RLBReader:
 
         def number(f: str) -> str:
             # _p_{f}: what is wrong (NULL when fine), _v_{f}: the bad value, for the message
-            ok = f"json_type(r.{f}) IN {NUMERIC} AND isfinite(r.{f}::DOUBLE)"
+            # TRY_CAST: DuckDB computes a cast shared by several expressions on every row ("high"::DOUBLE fails)
+            ok = f"json_type(r.{f}) IN {NUMERIC} AND isfinite(TRY_CAST(r.{f} AS DOUBLE))"
             bad = (f"CASE WHEN json_type(r.{f}) IS NULL THEN 'missing' WHEN json_type(r.{f}) = 'NULL' THEN NULL "
                    f"WHEN json_type(r.{f}) IN {NUMERIC} THEN 'nan' ELSE 'type' END")
-            return (f"CASE WHEN {ok} THEN r.{f}::DOUBLE END AS {f}, CASE WHEN NOT ({ok}) OR r.{f} IS NULL "
+            return (f"CASE WHEN {ok} THEN TRY_CAST(r.{f} AS DOUBLE) END AS {f}, CASE WHEN NOT ({ok}) OR r.{f} IS NULL "
                     f"THEN {bad} END AS _p_{f}, CASE WHEN NOT ({ok}) THEN r.{f}::VARCHAR END AS _v_{f}")
 
         extra_sel = "".join(
@@ -102,8 +103,9 @@ class RLBReader:
         return con.sql(f"""
             SELECT line,
                    CASE WHEN json_type(r.step) IN ('BIGINT', 'UBIGINT') THEN r.step::BIGINT
-                        WHEN json_type(r.step) = 'DOUBLE' AND r.step::DOUBLE = round(r.step::DOUBLE)
-                             THEN r.step::DOUBLE::BIGINT
+                        WHEN json_type(r.step) = 'DOUBLE'
+                             AND TRY_CAST(r.step AS DOUBLE) = round(TRY_CAST(r.step AS DOUBLE))
+                             THEN TRY_CAST(TRY_CAST(r.step AS DOUBLE) AS BIGINT)
                         WHEN json_type(r.step) = 'VARCHAR' THEN TRY_CAST(r.step->>'$' AS BIGINT) END AS step,
                    CASE WHEN json_type(r.step) IS NULL OR json_type(r.step) = 'NULL' THEN 'missing'
                         WHEN json_type(r.step) NOT IN ('BIGINT', 'UBIGINT') THEN json_type(r.step) END AS _p_step,

@@ -1,0 +1,207 @@
+"""Bad input: every fault located (file, line, kind), good neighbours kept, ONE warning per open / refresh."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import README_RECORD, write_lines
+
+import rlviz_widgets
+from rlviz_widgets import LogWarning
+from rlviz_widgets.synth import make_record
+
+RNG = random.Random(7)
+
+
+def rec(step: int, i: int, changes: dict | None = None, **more) -> dict:
+    r = make_record(RNG, step, i, 6, progress=0.5)
+    r.update(changes or {}, **more)
+    return r
+
+
+def without(r: dict, key: str) -> dict:
+    r = dict(r)
+    del r[key]
+    return r
+
+
+def open_recording(source, cache_dir, **kw):
+    """Open and return (run, the LogWarnings issued)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = rlviz_widgets.open_run(source, cache_dir=cache_dir, progress=False, **kw)
+    return run, [w for w in caught if issubclass(w.category, LogWarning)]
+
+
+@pytest.fixture
+def faulty(tmp_path):
+    """A log folder with every fault; returns (folder, {name: path}, expected problems, kept lines of bad.jsonl)."""
+    folder = tmp_path / "logs"
+    inf_lp = rec(0, 4)
+    inf_lp["logprobs"][2] = float("inf")
+    short_values = rec(1, 10)
+    short_values["values"] = short_values["values"][:-2]
+    non_utf8 = json.dumps(rec(1, 11)).encode().replace(b"Question", b"Qu\xff\xfeestion")
+    lines = [
+        rec(0, 1),                                                   # 1 good
+        '{"prompt": "cut", "step": 0, "reward": ',                   # 2 not JSON (a crashed writer)
+        rec(0, 3),                                                   # 3 good
+        json.dumps(rec(0, 3)).replace('"reward": ', '"reward": NaN, "old_reward": ', 1),  # 4 NaN reward
+        inf_lp,                                                      # 5 Infinity inside logprobs
+        without(rec(0, 5), "step"),                                  # 6 missing step: skipped
+        without(rec(0, 6), "reward"),                                # 7 missing reward: kept, empty
+        rec(1, 7, reward="high"),                                    # 8 reward of the wrong type
+        rec(1, 8, {"step": "one"}),                                       # 9 step of the wrong type: skipped
+        rec(1, 9, logprobs="abc"),                                   # 10 token array of the wrong type
+        short_values,                                                # 11 token arrays of unequal length
+        non_utf8,                                                    # 12 bytes that are not UTF-8
+        "",                                                          # 13 blank line
+        "[1, 2, 3]",                                                 # 14 JSON, not an object
+        rec(1, 12),                                                  # 15 good
+        rec(1, 13, ref_reward=float("-inf")),                        # 16 -Infinity ref_reward
+        rec(1, 14, {"step": "1"}),                                        # 17 step as a string: read as 1
+    ]
+    bad = write_lines(folder / "bad.jsonl", lines)
+    with open(bad, "ab") as f:  # 18: a job still writing its last line
+        f.write(json.dumps(rec(1, 15)).encode()[:40])
+    good = write_lines(folder / "good.jsonl", [rec(0, 100), rec(1, 101), rec(1, 102)])
+    empty = write_lines(folder / "sub" / "empty.jsonl", [])
+    b, e = str(bad.resolve()), str(empty.resolve())
+    expected = {
+        (b, 2, "malformed_json"), (b, 4, "nan"), (b, 5, "nan"), (b, 6, "missing_step"), (b, 7, "missing_reward"),
+        (b, 8, "wrong_type"), (b, 9, "wrong_type"), (b, 10, "wrong_type"), (b, 11, "length_mismatch"),
+        (b, 12, "non_utf8"), (b, 13, "empty_line"), (b, 14, "not_an_object"), (b, 16, "nan"), (b, 17, "wrong_type"),
+        (b, 18, "incomplete_last_line"), (e, 0, "empty_file"),
+    }
+    kept = [1, 3, 4, 5, 7, 8, 10, 11, 12, 15, 16, 17]
+    return folder, {"bad": bad, "good": good, "empty": empty}, expected, kept
+
+
+def located(run) -> set[tuple[str, int, str]]:
+    p = run.problems
+    return set(zip(p["file"], p["line"].astype(int), p["kind"]))
+
+
+def test_every_fault_is_located(faulty, cache_dir):
+    folder, files, expected, kept = faulty
+    run, warned = open_recording(folder, cache_dir)
+    p = run.problems
+    assert list(p.columns) == ["file", "line", "kind", "message"]
+    assert located(run) == expected
+    assert len(p) == len(expected)  # each fault counted once
+    assert p["message"].str.len().gt(0).all()
+    # exactly one warning, summing them all up
+    assert len(warned) == 1
+    msg = str(warned[0].message)
+    assert f"{len(expected)} problem(s) in 2 file(s)" in msg
+    assert "malformed json" in msg and "incomplete last line" in msg and "empty file" in msg
+
+
+def test_good_neighbours_are_kept(faulty, cache_dir):
+    folder, files, expected, kept = faulty
+    run, _ = open_recording(folder, cache_dir)
+    s = run.samples
+    bad = s[s["file"] == str(files["bad"].resolve())].set_index("line")
+    assert bad.index.tolist() == kept
+    assert len(s[s["file"] == str(files["good"].resolve())]) == 3
+    assert run.steps["samples"].tolist() == [5 + 1, 7 + 2]  # steps 0, 1: bad.jsonl + good.jsonl
+    # values left empty, not invented
+    assert np.isnan(bad.loc[4, "reward"]) and np.isnan(bad.loc[7, "reward"]) and np.isnan(bad.loc[8, "reward"])
+    assert np.isnan(bad.loc[16, "ref_reward"]) and np.isnan(bad.loc[16, "reward_gap"])
+    assert bad.loc[17, "step"] == 1
+    assert "\ufffd" in bad.loc[12, "prompt"]
+    assert np.isnan(bad.loc[10, "kl_mean"])  # no logprobs: no KL
+    # a NaN token value is left empty; the sample's means use the other tokens
+    t = run.tokens(bad.loc[5, "sample_id"])
+    assert np.isnan(t["logprob"].iloc[2]) and np.isnan(t["kl"].iloc[2])
+    assert t["logprob"].drop(index=2).notna().all()
+    assert bad.loc[5, "kl_mean"] == pytest.approx(t["kl"].mean(skipna=True), rel=1e-9)
+    # unequal arrays: the missing values are empty, the rest kept
+    t = run.tokens(bad.loc[11, "sample_id"])
+    assert len(t) == 6 and t["value"].isna().tolist() == [False] * 4 + [True] * 2
+    assert t["logprob"].notna().all()
+
+
+def test_problems_survive_the_cache_and_warn_once(faulty, cache_dir):
+    folder, files, expected, kept = faulty
+    first, _ = open_recording(folder, cache_dir)
+    again, warned = open_recording(folder, cache_dir)  # every file from the cache
+    assert located(again) == expected
+    assert len(warned) == 1
+    assert again.samples.drop(columns=[]).equals(first.samples)
+
+
+def test_refresh_warns_once_about_new_problems_only(faulty, cache_dir):
+    folder, files, expected, kept = faulty
+    run, _ = open_recording(folder, cache_dir)
+    with open(files["good"], "ab") as f:
+        f.write(b"not json at all\n" + json.dumps(rec(2, 200)).encode() + b"\n" + b'{"step": 2}\n')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run.refresh() is True
+    warned = [w for w in caught if issubclass(w.category, LogWarning)]
+    assert len(warned) == 1
+    assert "2 problem(s) in 1 file(s)" in str(warned[0].message)
+    g = str(files["good"].resolve())
+    assert located(run) == expected | {(g, 4, "malformed_json"), (g, 6, "missing_reward")}
+    assert run.samples.query("file == @g")["line"].tolist() == [1, 2, 3, 5, 6]
+    # nothing new: no warning at all
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run.refresh() is False
+    assert not [w for w in caught if issubclass(w.category, LogWarning)]
+
+
+def test_clean_log_has_no_problem_and_no_warning(synth_logs, cache_dir):
+    folder, _ = synth_logs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
+    assert run.problems.empty and list(run.problems.columns) == ["file", "line", "kind", "message"]
+
+
+def test_readme_record_13_tokens_12_values(cache_dir):
+    run, warned = open_recording(README_RECORD, cache_dir)
+    r = json.loads(README_RECORD.read_text())
+    assert len(r["response_tokens"]) == 13 and len(r["logprobs"]) == 12
+    assert located(run) == {(str(README_RECORD.resolve()), 1, "length_mismatch")}
+    assert len(warned) == 1
+    t = run.tokens(run.samples["sample_id"])
+    assert len(t) == 13
+    assert t["token"].tolist() == r["response_tokens"]
+    metrics = ["logprob", "ref_logprob", "log_ratio", "kl", "prob", "ref_prob", "value", "token_reward"]
+    assert t[metrics].iloc[12].isna().all()  # the trailing <PAD> has no values
+    assert t[metrics].iloc[:12].notna().all().all()
+    np.testing.assert_allclose(t["logprob"].iloc[:12], np.float32(r["logprobs"]), rtol=0)
+    np.testing.assert_allclose(t["value"].iloc[:12], np.float32(r["values"]), rtol=0)
+
+
+def test_token_arrays_with_null_and_wrong_items(tmp_path, cache_dir):
+    r1 = rec(0, 1)
+    r1["values"][1] = None
+    r2 = rec(0, 2)
+    r2["token_rewards"] = {"not": "a list"}
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [r1, r2, rec(0, 3)])
+    run, warned = open_recording(f, cache_dir)
+    assert located(run) == {(str(f.resolve()), 1, "wrong_type"), (str(f.resolve()), 2, "wrong_type")}
+    assert len(warned) == 1 and len(run.samples) == 3
+    t = run.tokens(run.samples.sort_values("line")["sample_id"].iloc[0])
+    assert t["value"].isna().tolist() == [False, True, False, False, False, False]
+
+
+def test_only_bad_lines_and_empty_file_still_open(tmp_path, cache_dir):
+    folder = tmp_path / "logs"
+    write_lines(folder / "a.jsonl", ["garbage", "", "{\"step\": \"x\"}"])
+    write_lines(folder / "b.jsonl", [])
+    run, warned = open_recording(folder, cache_dir)
+    assert run.samples.empty and run.steps.empty and run.n_samples == 0
+    a, b = str((folder / "a.jsonl").resolve()), str((folder / "b.jsonl").resolve())
+    assert located(run) == {(a, 1, "malformed_json"), (a, 2, "empty_line"), (a, 3, "wrong_type"),
+                            (b, 0, "empty_file")}
+    assert len(warned) == 1
+    assert isinstance(run.reward_histogram("reward"), pd.DataFrame) and run.reward_histogram("reward").empty

@@ -1,0 +1,310 @@
+"""The frames of a Run checked against the test's own numpy/pandas computations over the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import POEM, README_RECORD, f32, read_records
+
+QS = (0.05, 0.25, 0.5, 0.75, 0.95)
+TOKEN_ARRAY_COLUMNS = {"response_tokens", "tokens", "logprobs", "ref_logprobs", "values", "token_rewards"}
+SAMPLE_COLUMNS = {"sample_id", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
+                  "ground_truth", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "value_mean",
+                  "file", "line"}
+TOKEN_COLUMNS = {"sample_id", "position", "token", "logprob", "ref_logprob", "log_ratio", "kl", "prob", "ref_prob",
+                 "value", "token_reward"}
+
+
+def expected_sample(rec: dict) -> dict:
+    """Per-sample reductions computed here from the JSON (token arrays are stored as float32)."""
+    lp, rp = f32(rec["logprobs"]), f32(rec["ref_logprobs"])
+    lr = lp - rp
+    kl = np.exp(lr) - 1 - lr
+    return {"n_tokens": len(rec["response_tokens"]), "log_ratio_mean": lr.mean(), "log_ratio_sum": lr.sum(),
+            "kl_mean": kl.mean(), "kl_sum": kl.sum(), "value_mean": f32(rec["values"]).mean(),
+            "logprob_mean": lp.mean(), "token_reward_sum": f32(rec["token_rewards"]).sum()}
+
+
+def stats(values: pd.Series) -> dict:
+    v = values.to_numpy(dtype=float)
+    v = v[np.isfinite(v)]
+    out = {"mean": v.mean(), "std": v.std(ddof=0), "min": v.min(), "max": v.max()}
+    out.update({f"p{round(q * 100):02d}": np.quantile(v, q) for q in QS})
+    return out
+
+
+@pytest.fixture(scope="module")
+def poem_run(tmp_path_factory):
+    import warnings
+
+    import rlviz_widgets
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the real file is clean: no warning at all
+        run = rlviz_widgets.open_run(POEM, cache_dir=tmp_path_factory.mktemp("poem_cache"), progress=False)
+    recs = read_records([POEM])
+    return run, pd.DataFrame(recs)
+
+
+@pytest.fixture
+def synth(synth_logs, open_run):
+    folder, files = synth_logs(steps=4, samples_per_step=12, tokens=10, ranks=2, step_gap=10)
+    recs = read_records(files)
+    return open_run(folder), files, recs
+
+
+# -- real data --------------------------------------------------------------------------------------------------
+def test_poem_samples_match_the_json(poem_run):
+    run, js = poem_run
+    s = run.samples
+    assert len(s) == len(js) == 3000
+    assert not (set(s.columns) & TOKEN_ARRAY_COLUMNS)
+    assert SAMPLE_COLUMNS <= set(s.columns)
+    s = s.sort_values("line").reset_index(drop=True)
+    assert s["line"].tolist() == list(range(1, 3001))
+    assert s["step"].tolist() == js["step"].tolist()
+    np.testing.assert_array_equal(s["reward"], js["reward"])
+    np.testing.assert_array_equal(s["ref_reward"], js["ref_reward"])
+    np.testing.assert_array_equal(s["reward_gap"], js["reward"] - js["ref_reward"])
+    assert s["prompt"].tolist() == js["prompt"].tolist()
+    assert s["response"].tolist() == js["response"].tolist()  # no <PAD> in this file; <EOD> is not the pad
+    assert s["ref_response"].tolist() == js["ref_response"].tolist()
+    assert s["n_tokens"].isna().all() and s["kl_mean"].isna().all()  # a sample-level log: no token metrics
+
+
+def test_poem_steps_match_pandas(poem_run):
+    run, js = poem_run
+    steps = run.steps
+    assert steps["step"].tolist() == list(range(0, 2400, 100))
+    assert steps["samples"].tolist() == [128] * 23 + [56]
+    js["reward_gap"] = js["reward"] - js["ref_reward"]
+    for col in ("reward", "ref_reward", "reward_gap"):
+        for step, grp in js.groupby("step"):
+            row = steps.set_index("step").loc[step]
+            for stat, want in stats(grp[col]).items():
+                assert row[f"{col}_{stat}"] == pytest.approx(want, rel=1e-9, abs=1e-12), (col, step, stat)
+    # pandas' own groupby agrees (population std)
+    g = js.groupby("step")["reward"]
+    np.testing.assert_allclose(steps["reward_mean"], g.mean(), rtol=1e-12)
+    np.testing.assert_allclose(steps["reward_std"], g.std(ddof=0), rtol=1e-9)
+    np.testing.assert_allclose(steps["reward_p50"], g.median(), rtol=1e-12)
+    assert steps["kl_mean"].isna().all() and steps["length_mean"].isna().all()
+
+
+def test_poem_histogram_has_shared_edges_and_all_samples(poem_run):
+    run, js = poem_run
+    bins = 20
+    h = run.reward_histogram("reward", bins=bins)
+    assert list(h.columns) == ["step", "bin", "bin_start", "bin_end", "count"]
+    lo, hi = js["reward"].min(), js["reward"].max()
+    width = (hi - lo) / bins
+    # one edge set for every step
+    edges = h.groupby("bin")["bin_start"].nunique()
+    assert (edges == 1).all()
+    np.testing.assert_allclose(h["bin_start"], lo + h["bin"] * width)
+    np.testing.assert_allclose(h["bin_end"] - h["bin_start"], width)
+    assert h["bin"].between(0, bins - 1).all()
+    # counts sum to the sample count of each step, and of the run
+    assert h.groupby("step")["count"].sum().tolist() == run.steps["samples"].tolist()
+    assert h["count"].sum() == 3000
+    # and equal the test's own binning of the JSON
+    b = np.minimum(np.floor((js["reward"].to_numpy() - lo) / width), bins - 1).astype(int)
+    want = pd.DataFrame({"step": js["step"], "bin": b}).value_counts().sort_index()
+    got = h.set_index(["step", "bin"])["count"].sort_index()
+    assert got.to_dict() == want.to_dict()
+    # np.histogram on the same edges gives the same totals
+    counts, _ = np.histogram(js["reward"], bins=bins, range=(lo, hi))
+    assert counts.sum() == h["count"].sum()
+
+
+def test_readme_record_pad_stripped_and_reductions(open_run):
+    run = open_run(README_RECORD)
+    rec = json.loads(README_RECORD.read_text())
+    s = run.samples.iloc[0]
+    assert "<PAD>" in rec["prompt"] and "<PAD>" in rec["response"]
+    assert s["prompt"] == rec["prompt"].replace("<PAD>", "")
+    assert s["response"] == rec["response"].replace("<PAD>", "")
+    assert s["step"] == 4 and s["reward"] == 0.0
+    assert s["n_tokens"] == 13  # the longest array: response_tokens
+    exp = expected_sample(rec)  # 12 values: the 13th token has none
+    for k in ("log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "value_mean"):
+        assert s[k] == pytest.approx(exp[k], rel=1e-9, abs=1e-15), k
+    assert pd.isna(s["ref_reward"]) and pd.isna(s["reward_gap"])
+
+
+# -- synthetic data ---------------------------------------------------------------------------------------------
+def test_synth_samples_columns_and_values(synth):
+    run, files, recs = synth
+    s = run.samples
+    assert len(s) == len(recs) == 48
+    assert SAMPLE_COLUMNS <= set(s.columns)
+    assert "acc" in s.columns  # every other scalar field becomes a column
+    assert not (set(s.columns) & TOKEN_ARRAY_COLUMNS)
+    assert run.columns == list(s.columns)
+    by_loc = {(r["_file"], r["_line"]): r for r in recs}
+    for row in s.to_dict("records"):
+        rec = by_loc[(row["file"], row["line"])]
+        assert row["step"] == rec["step"]
+        assert row["reward"] == rec["reward"] and row["ref_reward"] == rec["ref_reward"]
+        assert row["reward_gap"] == pytest.approx(rec["reward"] - rec["ref_reward"], rel=1e-12, abs=1e-12)
+        assert row["ground_truth"] == rec["ground_truth"]
+        assert row["acc"] == rec["acc"]
+        assert row["prompt"] == rec["prompt"].replace("<PAD>", "")
+        assert row["response"] == rec["response"].replace("<PAD>", "")
+        assert row["ref_response"] == rec["ref_response"]
+        for k, v in expected_sample(rec).items():
+            assert row[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
+def test_synth_steps_match_pandas(synth):
+    run, files, recs = synth
+    df = pd.DataFrame([{**{"step": r["step"], "reward": r["reward"], "ref_reward": r["ref_reward"],
+                           "reward_gap": r["reward"] - r["ref_reward"]}, **expected_sample(r)} for r in recs])
+    steps = run.steps.set_index("step")
+    assert steps.index.tolist() == [0, 10, 20, 30]
+    assert steps["samples"].tolist() == df.groupby("step").size().tolist() == [12] * 4
+    mapping = {"reward": "reward", "ref_reward": "ref_reward", "reward_gap": "reward_gap", "kl": "kl_mean",
+               "log_ratio": "log_ratio_mean", "length": "n_tokens"}
+    for out, col in mapping.items():
+        for step, grp in df.groupby("step"):
+            for stat, want in stats(grp[col]).items():
+                assert steps.loc[step, f"{out}_{stat}"] == pytest.approx(want, rel=1e-9, abs=1e-12), (out, step, stat)
+    # the KL grows over training in the synthetic log (a sanity check of the generator and the reduction)
+    assert steps["kl_mean"].iloc[-1] > steps["kl_mean"].iloc[0]
+
+
+def test_synth_histogram_any_column(synth):
+    run, files, recs = synth
+    for column, bins in (("reward", 7), ("kl_mean", 5), ("reward_gap", 1)):
+        h = run.reward_histogram(column, bins=bins)
+        assert h.groupby("step")["count"].sum().tolist() == [12] * 4
+        assert h.groupby("bin")["bin_start"].nunique().eq(1).all()
+        vals = run.samples[column]
+        assert h["bin_start"].min() == pytest.approx(vals.min())
+        assert h["bin_end"].max() == pytest.approx(vals.max())
+    with pytest.raises(KeyError):
+        run.reward_histogram("no_such_column")
+    with pytest.raises(ValueError):
+        run.reward_histogram("reward", bins=0)
+
+
+def test_tokens_rows_and_derived_metrics(synth):
+    run, files, recs = synth
+    s = run.samples
+    by_loc = {(r["_file"], r["_line"]): r for r in recs}
+    picked = s.iloc[[5, 0, 31]]  # from both rank files, in a chosen order
+    ids = picked["sample_id"].tolist()
+    t = run.tokens(ids)
+    assert TOKEN_COLUMNS <= set(t.columns)
+    assert list(dict.fromkeys(t["sample_id"])) == ids  # in the order asked for
+    for row in picked.itertuples():
+        rec = by_loc[(row.file, row.line)]
+        tt = t[t["sample_id"] == row.sample_id]
+        n = len(rec["response_tokens"])
+        assert len(tt) == n == row.n_tokens
+        assert tt["position"].tolist() == list(range(n))
+        assert tt["token"].tolist() == rec["response_tokens"]
+        lp, rp = f32(rec["logprobs"]), f32(rec["ref_logprobs"])
+        np.testing.assert_allclose(tt["logprob"], lp, rtol=0, atol=0)
+        np.testing.assert_allclose(tt["ref_logprob"], rp, rtol=0, atol=0)
+        np.testing.assert_allclose(tt["value"], f32(rec["values"]), rtol=0, atol=0)
+        np.testing.assert_allclose(tt["token_reward"], f32(rec["token_rewards"]), rtol=0, atol=0)
+        np.testing.assert_allclose(tt["log_ratio"], lp - rp, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(tt["kl"], np.exp(lp - rp) - 1 - (lp - rp), rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(tt["prob"], np.exp(lp), rtol=1e-12)
+        np.testing.assert_allclose(tt["ref_prob"], np.exp(rp), rtol=1e-12)
+        assert (tt["kl"] >= 0).all()
+        # the tokens frame reduces to the samples frame
+        assert tt["kl"].mean() == pytest.approx(row.kl_mean, rel=1e-9)
+        assert tt["log_ratio"].sum() == pytest.approx(row.log_ratio_sum, rel=1e-9, abs=1e-12)
+    one = run.tokens(int(ids[0]))
+    assert one["sample_id"].unique().tolist() == [ids[0]]
+    assert len(run.tokens([])) == 0
+
+
+def test_sql_over_samples_and_tokens(synth):
+    run, files, recs = synth
+    per_step = run.sql("SELECT step, count(*) AS n, avg(reward) AS r FROM samples GROUP BY step ORDER BY step")
+    steps = run.steps
+    assert per_step["n"].tolist() == steps["samples"].tolist()
+    np.testing.assert_allclose(per_step["r"], steps["reward_mean"], rtol=1e-12)
+    n_tok = run.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0]
+    assert n_tok == sum(len(r["response_tokens"]) for r in recs) == run.samples["n_tokens"].sum()
+    joined = run.sql("""SELECT s.sample_id, avg(t.kl) AS kl FROM tokens t JOIN samples s USING (sample_id)
+                        GROUP BY s.sample_id ORDER BY s.sample_id""")
+    np.testing.assert_allclose(joined["kl"], run.samples.sort_values("sample_id")["kl_mean"], rtol=1e-9)
+    top = run.sql("SELECT sample_id, reward FROM samples WHERE step = ? ORDER BY reward DESC LIMIT 3", [20])
+    want = sorted((r["reward"] for r in recs if r["step"] == 20), reverse=True)[:3]
+    assert top["reward"].tolist() == want
+
+
+# -- options ----------------------------------------------------------------------------------------------------
+def test_pad_token_options(synth_logs, open_run, tmp_path):
+    folder, files = synth_logs(steps=1, samples_per_step=4, ranks=1)
+    recs = read_records(files)
+    default = open_run(folder).samples.sort_values("line")
+    assert not default["prompt"].str.contains("<PAD>").any()
+    assert not default["response"].str.contains("<PAD>").any()
+    assert default["prompt"].tolist() == [r["prompt"].replace("<PAD>", "") for r in recs]
+    kept = open_run(folder, pad_token=None).samples.sort_values("line")
+    assert kept["prompt"].tolist() == [r["prompt"] for r in recs]
+    assert kept["response"].tolist() == [r["response"] for r in recs]
+    other = open_run(folder, pad_token="<|endoftext|>").samples.sort_values("line")
+    assert other["response"].tolist() == [r["response"].replace("<|endoftext|>", "") for r in recs]
+    # the tokens frame shows the tokens as logged
+    t = open_run(folder).tokens(default["sample_id"].iloc[0])
+    assert t["token"].iloc[-1] == "<|endoftext|>"
+
+
+def test_system_prompt_end(synth_logs, open_run):
+    folder, files = synth_logs(steps=1, samples_per_step=4, ranks=1)
+    recs = read_records(files)
+    s = open_run(folder, system_prompt_end="<|im_end|>").samples.sort_values("line")
+    assert s["prompt"].tolist() == [r["prompt"].split("<|im_end|>")[-1] for r in recs]
+    assert s["prompt"].str.startswith("Question").all()
+    # a marker that is absent keeps the whole prompt (pads still stripped)
+    s = open_run(folder, system_prompt_end="<no marker>").samples.sort_values("line")
+    assert s["prompt"].tolist() == [r["prompt"].replace("<PAD>", "") for r in recs]
+
+
+@pytest.mark.parametrize("cap", [1, 5, 7])
+def test_max_samples_per_step_keeps_exactly_n(synth_logs, open_run, cap):
+    folder, files = synth_logs(steps=3, samples_per_step=12, ranks=3)
+    run = open_run(folder, max_samples_per_step=cap)
+    s = run.samples
+    assert s.groupby("step").size().tolist() == [cap] * 3
+    assert run.steps["samples"].tolist() == [cap] * 3
+    assert run.n_samples == 3 * cap
+    # the first ones, in line order across the rank files
+    order = [str(p.resolve()) for p in files]
+    full = open_run(folder).samples
+    full["rank"] = full["file"].map(order.index)
+    want = full.sort_values(["line", "rank"]).groupby("step").head(cap)
+    assert sorted(s["sample_id"]) == sorted(want["sample_id"])
+    # the histogram and the tokens view follow the cap
+    assert run.reward_histogram("reward", 4)["count"].sum() == 3 * cap
+    assert run.sql("SELECT count(DISTINCT sample_id) AS n FROM tokens")["n"].iloc[0] == 3 * cap
+    assert run.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == s["n_tokens"].sum()
+
+
+def test_cap_larger_than_step_and_invalid(synth_logs, open_run):
+    folder, files = synth_logs(steps=2, samples_per_step=4, ranks=2)
+    assert open_run(folder, max_samples_per_step=100).steps["samples"].tolist() == [4, 4]
+    with pytest.raises(ValueError):
+        open_run(folder, max_samples_per_step=0)
+
+
+def test_step_range(synth_logs, open_run):
+    folder, files = synth_logs(steps=6, samples_per_step=4, ranks=2, step_gap=10)
+    assert open_run(folder, steps=(10, 30)).step_values == [10, 20, 30]
+    assert open_run(folder, steps=(35, None)).step_values == [40, 50]
+    assert open_run(folder, steps=(None, 0)).step_values == [0]
+    run = open_run(folder, steps=(20, 40), max_samples_per_step=3)
+    assert run.steps["step"].tolist() == [20, 30, 40]
+    assert run.steps["samples"].tolist() == [3, 3, 3]
+    assert set(run.sql("SELECT DISTINCT step FROM tokens")["step"]) == {20, 30, 40}
+    h = run.reward_histogram("reward", 5)
+    assert sorted(h["step"].unique()) == [20, 30, 40] and h["count"].sum() == 9
