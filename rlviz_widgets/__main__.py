@@ -1,0 +1,39 @@
+"""`python -m rlviz_widgets [LOGS...]`: open rollout logs and print a summary of the run.
+
+With no argument, reads the bundled real data and a generated token-level log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import open_run
+from .demo import demo_sources
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rlviz_widgets", description=__doc__.splitlines()[0])
+    ap.add_argument("logs", nargs="*", help="log folders, files or globs (default: the bundled demo data)")
+    ap.add_argument("--cache-dir", default=None, help="where the columnar cache lives (default: user cache dir)")
+    ap.add_argument("--system-prompt-end", default=None, help="prompt text before this marker is dropped")
+    args = ap.parse_args(argv)
+    sources = args.logs or [str(p) for p in demo_sources()]
+    for src in sources:
+        t = time.perf_counter()
+        run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end)
+        print(f"== {src}  (opened in {time.perf_counter() - t:.2f}s)")
+        print(run.summary())
+        steps = run.steps
+        if len(steps):
+            cols = [c for c in ("step", "samples", "reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
+                                "length_mean") if c in steps and steps[c].notna().any()]
+            print(steps[cols].to_string(index=False, max_rows=12, float_format=lambda v: f"{v:.4g}"))
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

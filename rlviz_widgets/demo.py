@@ -1,0 +1,23 @@
+"""Demo data: the bundled real logs, and a generated token-level run written once to the cache dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cache import default_cache_root
+from .synth import write_log
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def demo_log(folder: str | Path | None = None) -> Path:
+    """A token-level PPO-like run (40 steps x 64 samples, 2 ranks), generated once."""
+    folder = Path(folder) if folder else default_cache_root() / "demo-logs" / "ppo-run"
+    if not any(folder.glob("*.jsonl")):
+        write_log(folder, steps=40, samples_per_step=64, tokens=96, ranks=2, seed=7)
+    return folder
+
+
+def demo_sources() -> list[Path]:
+    """The bundled real sample-level log and the generated token-level one."""
+    return [DATA / "rlb_eval_poem_task.jsonl", demo_log()]

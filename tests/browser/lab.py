@@ -1,0 +1,138 @@
+"""Driving a real JupyterLab (or Notebook 7) in headless Chromium: server, notebooks, kernel access."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+CHROMIUM = os.environ.get("RLVIZ_CHROMIUM", "/usr/lib/chromium/chromium")  # the real binary, not the sh wrapper
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+# Run code in the current notebook's kernel from the page; returns captured stdout (and raises on error).
+KERNEL_EXEC = """async (code) => {
+  const app = window.jupyterapp;
+  const widget = app.shell.currentWidget;
+  const kernel = widget.sessionContext.session.kernel;
+  let out = "", err = "";
+  const fut = kernel.requestExecute({ code });
+  fut.onIOPub = (msg) => {
+    if (msg.header.msg_type === "stream") out += msg.content.text;
+    if (msg.header.msg_type === "error") err += msg.content.ename + ": " + msg.content.evalue;
+  };
+  await fut.done;
+  return { out, err };
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """A notebook of code cells (nbformat JSON written directly: importing nbformat is slow)."""
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": [{"cell_type": "code", "id": f"c{i}", "source": c, "metadata": {}, "outputs": [],
+                     "execution_count": None} for i, c in enumerate(cells)]}
+    path.write_text(json.dumps(nb))
+    return path
+
+
+@contextmanager
+def jupyter_server(root: Path, state: Path, app: str = "jupyterlab", env_extra: dict | None = None):
+    """JupyterLab (or Notebook 7 with app="notebook") on 127.0.0.1, every config dir inside ``state``."""
+    settings = state / "settings"
+    (settings / "@jupyterlab/apputils-extension").mkdir(parents=True, exist_ok=True)
+    (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port = free_port()
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(state / "cfg"), JUPYTER_DATA_DIR=str(state / "data"),
+               IPYTHONDIR=str(state / "ipython"), JUPYTER_RUNTIME_DIR=str(state / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(state / "ws"),
+               RLVIZ_CACHE_DIR=str(state / "rlviz-cache"), PYTHONPATH=str(root), **(env_extra or {}))
+    # the kernel finds the data through the notebook folder (cwd)
+    log = open(state / f"{app}.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+         "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+         "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
+         "--LanguageServerManager.autodetect=False"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            if server.poll() is not None:
+                raise RuntimeError((state / f"{app}.log").read_text())
+            try:
+                urllib.request.urlopen(f"{base}/api/status", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise TimeoutError(f"{app} did not start: " + (state / f"{app}.log").read_text()[-2000:])
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def is_local(url: str) -> bool:
+    """True for requests that stay on this machine (loopback) or never touch the network."""
+    if url.startswith(("data:", "blob:", "about:")):
+        return True
+    host = urlparse(url).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+class Notebook:
+    """One open notebook page: run all cells, then talk to its kernel."""
+
+    def __init__(self, page, base: str, name: str, app: str = "lab"):
+        self.page, self.base, self.name = page, base, name
+        url = f"{base}/lab/tree/{name}" if app == "lab" else f"{base}/notebooks/{name}"
+        page.goto(url)
+        page.wait_for_function(
+            "window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
+            timeout=120_000)
+
+    def run_all(self) -> None:
+        self.page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+    def exec(self, code: str) -> str:
+        """Run code in the kernel; returns stdout; raises if the code raised."""
+        res = self.page.evaluate(KERNEL_EXEC, code)
+        if res["err"]:
+            raise AssertionError(f"kernel error: {res['err']}\n--- code:\n{code}")
+        return res["out"]
+
+    def eval(self, expr: str):
+        """The value of a Python expression in the kernel (JSON round trip)."""
+        out = self.exec(f"import json as _j; print(_j.dumps({expr}, default=str))")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def wait_for(self, expr: str, predicate, timeout: float = 20.0, what: str = ""):
+        """Poll a kernel expression until predicate(value) holds (browser -> kernel updates are async)."""
+        deadline = time.time() + timeout
+        value = None
+        while time.time() < deadline:
+            value = self.eval(expr)
+            if predicate(value):
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what or expr}; last value: {value!r}")
