@@ -142,3 +142,9 @@ describe("visible whitespace", () => {
     expect(visibleText(" ")).toBe("·");
   });
 });
+
+describe("mixed spellings", () => {
+  it("maps Ġ in a byte-level token that also holds a literal space", () => {
+    expect(texts(["Ġa", "Ġ<img src=x>"])).toEqual([" a", " <img src=x>"]);
+  });
+});

@@ -113,6 +113,15 @@ function tokenBytes(raw: string, mode: Mode): number[] {
   if (mode === "bytelevel") {
     const b = byteLevelBytes(raw);
     if (b) return b;
+    // Not a pure byte-level spelling (e.g. a literal space slipped in): map only the
+    // unambiguous shifted chars (Ġ, Ċ, …) and take everything else as text.
+    const m2 = unicodeToBytes();
+    const out: number[] = [];
+    for (const ch of raw) {
+      if (SHIFTED.test(ch)) out.push(m2.get(ch)!);
+      else out.push(...enc.encode(ch));
+    }
+    return out;
   }
   const text = mode === "sentencepiece" ? raw.split(SP_SPACE).join(" ") : raw;
   return Array.from(enc.encode(text));
