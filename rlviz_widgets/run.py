@@ -47,11 +47,6 @@ def _by_file(ids: list[int]) -> dict[int, list[int]]:
     return by_file
 
 
-def _where_lines(by_file: dict[int, list[int]], file_col: str, line_col: str) -> str:
-    return " OR ".join(f"({file_col} = {f} AND {line_col} IN ({', '.join(map(str, lines))}))"
-                       for f, lines in by_file.items())
-
-
 def _lit(s: str) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
@@ -163,7 +158,8 @@ class Run:
     def _extras(self) -> list[str]:
         return list(dict.fromkeys(c for st in self._states.values() for c in st.columns))
 
-    def _samples_sql(self, parts: list[tuple[int, str]], where: str = "") -> str:
+    def _samples_sql(self, parts: list[tuple[int, str]], where: str = "",
+                     lines: dict[int, list[int]] | None = None) -> str:
         """Samples of the given cache parts, texts cleaned, no run options applied."""
         if not parts:
             return ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
@@ -173,17 +169,36 @@ class Run:
                     "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
                     "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::BIGINT file_no "
                     "WHERE false")
-        plist = "[" + ", ".join(_lit(p) for _, p in parts) + "]"
-        files = ", ".join(f"({n}, {_lit(p)}, {_lit(self._path_of(n))})" for n, p in parts)
         extra_sel = "".join(f', s."{c}"' for c in self._extras())
-        return f"""SELECT m.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
+        return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
                    s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
                    s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean,
                    s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
-                   m.file AS file, s.line AS line, m.file_no AS file_no
-            FROM read_parquet({plist}, filename=true, union_by_name=true) s
-            JOIN (VALUES {files}) m(file_no, parquet, file) ON s.filename = m.parquet {where}"""
+                   s.file AS file, s.line AS line, s.file_no AS file_no
+            FROM {self._source_sql(parts, lines)} s {where}"""
+
+    def _source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None) -> str:
+        """The cache parts as one relation with file_no and file columns.
+
+        With ``lines`` (file_no -> line numbers), each file is read on its own with the line filter
+        pushed into the Parquet scan, so only the row groups holding those lines are read.
+        """
+        if lines is None:
+            plist = "[" + ", ".join(_lit(p) for _, p in parts) + "]"
+            files = ", ".join(f"({n}, {_lit(p)}, {_lit(self._path_of(n))})" for n, p in parts)
+            return (f"(SELECT r.* EXCLUDE (filename), m.file_no, m.file "
+                    f"FROM read_parquet({plist}, filename=true, union_by_name=true) r "
+                    f"JOIN (VALUES {files}) m(file_no, parquet, file) ON r.filename = m.parquet)")
+        selects = []
+        for n in sorted(lines):
+            plist = "[" + ", ".join(_lit(p) for f, p in parts if f == n) + "]"
+            if plist == "[]":
+                continue
+            selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {_lit(self._path_of(n))} AS file "
+                           f"FROM read_parquet({plist}, union_by_name=true) r "
+                           f"WHERE r.line IN ({', '.join(map(str, sorted(set(lines[n]))))})")
+        return "(" + " UNION ALL BY NAME ".join(selects) + ")"
 
     def _path_of(self, file_no: int) -> str:
         if not hasattr(self, "_paths") or len(self._paths) != len(self._file_no):
@@ -228,12 +243,11 @@ class Run:
         present = {f for st in self._states.values() for f in st.fields}
         return [f for f in TOKEN_FIELDS if f in present]
 
-    def _tokens_sql(self, parts: list[tuple[int, str]], where: str = "") -> str:
+    def _tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None) -> str:
         fields = self._token_fields()
         if not parts or not fields:
             return ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::INTEGER position, NULL::VARCHAR token "
                     "WHERE false")
-        files = ", ".join(f"({n}, {_lit(p)})" for n, p in parts)
         cols = ", ".join(f'r."{f}"' for f in fields)
         unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
         lens = ", ".join(f'len(t."{f}")' for f in fields)
@@ -249,9 +263,7 @@ class Run:
             SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
                 SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
                        unnest(range(greatest({lens}))) AS position, {unn}
-                FROM (SELECT m.file_no, r.line, r.step, {cols}
-                      FROM read_parquet([{', '.join(_lit(p) for _, p in parts)}], filename=true, union_by_name=true) r
-                      JOIN (VALUES {files}) m(file_no, parquet) ON r.filename = m.parquet {where}) t))"""
+                FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {self._source_sql(parts, lines)} r) t))"""
 
     def _build_tokens_view(self) -> None:
         sql = self._tokens_sql(self._parts())
@@ -323,7 +335,7 @@ class Run:
         parts = self._parts(by_file)
         if not ids or not parts:
             return self._con.execute(self._tokens_sql([])).df()
-        sql = self._tokens_sql(parts, where=f"WHERE {_where_lines(by_file, 'm.file_no', 'r.line')}")
+        sql = self._tokens_sql(parts, lines=by_file)
         df = self._con.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
         order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
         return df.sort_values(["sample_id", "position"], key=lambda s: s.map(order) if s.name == "sample_id" else s,
@@ -337,7 +349,7 @@ class Run:
         parts = self._parts(by_file)
         if not ids or not parts:
             return self._con.execute(f"SELECT {cols} FROM samples WHERE false").df()
-        sql = self._samples_sql(parts, where=f"WHERE {_where_lines(by_file, 'm.file_no', 's.line')}")
+        sql = self._samples_sql(parts, lines=by_file)
         df = self._con.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
         order = {sid: k for k, sid in enumerate(ids)}
         df = df.iloc[df["__id"].map(order).argsort(kind="stable")]

@@ -38,7 +38,10 @@ class TableSource:
         self.num_columns = [c for c in self.kinds if c in num_cols]
         self.text_columns = [c for c in self.kinds if c not in num_cols]
         self._filter_key: tuple | None = None
-        self._filter_rel = nums
+        self._order_key: tuple | None = None
+        self._order = None
+        # the log's own order where there is one, else sample_id
+        self._natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else "sample_id"
 
     @classmethod
     def from_run(cls, run) -> TableSource:
@@ -113,6 +116,7 @@ class TableSource:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE _table_filter AS SELECT sample_id FROM {src} "
                              f"WHERE {' AND '.join(conds)}")
             self._filter_key = key
+            self._order_key = None
         return f"(SELECT n.* FROM {self.nums} n SEMI JOIN _table_filter f ON n.sample_id = f.sample_id)"
 
     def count(self, search: str = "", where: str = "") -> int:
@@ -120,17 +124,34 @@ class TableSource:
 
     def ids(self, search: str = "", where: str = "", sort_by: str = "", desc: bool = False,
             offset: int = 0, limit: int | None = None) -> list[int]:
-        """sample_ids of the rows in display order (a slice of them)."""
-        rel = self._filtered(search, where)
-        order = "sample_id"
-        if sort_by:
-            if sort_by not in self.kinds:
-                raise KeyError(f"cannot sort by {sort_by!r}: no such column")
-            if sort_by in self.text_columns:  # texts live in the full relation
-                rel = f"(SELECT f.sample_id, f.{_q(sort_by)} FROM {self.full} f SEMI JOIN {rel} r USING (sample_id))"
-            order = f"{_q(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, sample_id"
-        lim = f"LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
-        return [i for (i,) in self.con.execute(f"SELECT sample_id FROM {rel} ORDER BY {order} {lim}").fetchall()]
+        """sample_ids of the rows in display order (a slice of them).
+
+        The order is computed once per (search, where, sort) and kept as an id array, so each
+        page while scrolling is a slice instead of a new sort.
+        """
+        key = (search.strip(), where.strip(), sort_by, bool(desc) if sort_by else False)
+        if key != self._order_key:
+            rel = self._filtered(search, where)
+            order = "sample_id"
+            if sort_by:
+                if sort_by not in self.kinds:
+                    raise KeyError(f"cannot sort by {sort_by!r}: no such column")
+                if sort_by in self.text_columns:  # texts live in the full relation
+                    rel = (f"(SELECT f.sample_id, f.{_q(sort_by)} FROM {self.full} f "
+                           f"SEMI JOIN {rel} r ON f.sample_id = r.sample_id)")
+                order = f"{_q(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, sample_id"
+            elif rel == self.nums:
+                order = self._natural_order
+            # 8 bytes a row: even a million rows is a small numpy array, and a page is a slice
+            self._order = self.con.execute(f"SELECT sample_id FROM {rel} ORDER BY {order}").fetchnumpy()["sample_id"]
+            self._order_key = key
+        stop = len(self._order) if limit is None else int(offset) + int(limit)
+        return [int(i) for i in self._order[int(offset):stop]]
+
+    def invalidate(self) -> None:
+        """Forget cached filters and orders (the data changed)."""
+        self._filter_key = None
+        self._order_key = None
 
     def rows(self, ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """Rows of the given ids, in that order."""

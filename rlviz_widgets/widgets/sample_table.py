@@ -74,7 +74,7 @@ class SampleTable(RpcWidget):
     def reload(self) -> None:
         """Re-read column ranges and counts (after the data grew) and redraw."""
         self._source = TableSource.from_run(self._data) if isinstance(self._data, Run) else self._source
-        self._source._filter_key = None
+        self._source.invalidate()
         self.columns = self._source.column_info(self.visible_columns)
         self._query_changed(None)
 

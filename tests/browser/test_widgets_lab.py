@@ -92,17 +92,8 @@ def test_token_strip_and_table(page, lab, lab_root, artifacts):
     big = page.locator(".rlv-sample-table").nth(1)
     expect(big.locator(".rlv-row").first).to_be_visible(timeout=120_000)
     assert nb.eval("big.row_count") == 1_000_000
-    big.locator(".rlv-scroll").evaluate(
-        "(el) => { el.scrollTop = (el.scrollHeight - el.clientHeight) * 500000 / (1000000 - el.clientHeight / 28);"
-        " el.dispatchEvent(new Event('scroll')); }")
-    row = big.locator('.rlv-row[data-row="500000"]')
-    if row.count() == 0:  # land exactly: nudge by rows until 500,000 is rendered
-        for _ in range(40):
-            first = min(int(r.get_attribute("data-row")) for r in big.locator(".rlv-row").all())
-            if abs(first - 500000) < 5:
-                break
-            big.locator(".rlv-scroll").evaluate(f"(el) => {{ el.scrollTop += {(500000 - first) * 28}; }}")
-            time.sleep(0.3)
+    big.evaluate("(el) => el.rlvScrollToRow(500000)")
+    row = big.locator('.rlv-row[data-row="500000"][data-id]')
     expect(row).to_have_count(1, timeout=30_000)
     expect(row.locator(".rlv-td").first).not_to_be_empty(timeout=30_000)
     dom_id = int(row.get_attribute("data-id"))
