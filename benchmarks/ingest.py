@@ -1,0 +1,202 @@
+"""Ingest benchmark: RL Logging Board's loader vs ``open_run`` (empty cache, then warm cache).
+
+    python benchmarks/ingest.py            # a >= 300 MB synthetic log, 3 runs per case (a few minutes)
+    python benchmarks/ingest.py --quick    # a ~20 MB log: a smoke run, the targets are not meaningful there
+    python benchmarks/ingest.py --dir D    # generate into D (kept, and reused when big enough)
+
+Every measurement runs in its own process (this script in ``--worker`` mode), so peak RSS is that of one load.
+A worker imports first, then times only the load call with ``time.perf_counter`` and prints one JSON line.
+
+Cases: (a) ``benchmarks/rlb_baseline.py``'s ``load()``, (b) ``open_run`` with an empty cache dir (a fresh one
+each run), (c) ``open_run`` again over a cache built by (b). Targets: (b) >= 10x faster than (a), (c) >= 100x
+faster, peak RSS of (b) and (c) <= 1/3 of (a). The median of the runs is reported. The table goes to stdout and,
+as markdown, to ``benchmarks/results/ingest.md`` (``ingest_quick.md`` for ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+FULL = {"steps": 50, "samples_per_step": 256, "tokens": 256, "ranks": 4, "min_mb": 300}
+QUICK = {"steps": 8, "samples_per_step": 64, "tokens": 448, "ranks": 2, "min_mb": 20}
+CASES = {"a": "RL Logging Board load()", "b": "open_run, empty cache", "c": "open_run, warm cache"}
+SPEED_TARGET = {"b": 10.0, "c": 100.0}
+MEMORY_TARGET = 1 / 3
+MB = 1024 * 1024
+
+
+# -- worker ------------------------------------------------------------------------------------------------------
+def worker(case: str, logdir: str, cache: str | None) -> dict:
+    """One measurement, in this process: imports first, then only the load call is timed."""
+    import resource
+
+    sys.path[:0] = [str(ROOT), str(HERE)]
+    if case == "a":
+        import rlb_baseline
+
+        t0 = time.perf_counter()
+        data = rlb_baseline.load(logdir)
+        seconds = time.perf_counter() - t0
+        samples = sum(len(s["reward"]) for s in data.values())
+        extra = {}
+    else:
+        import warnings
+
+        import rlviz_widgets
+
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        run = rlviz_widgets.open_run(logdir, cache_dir=cache, progress=False)
+        seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        steps = run.steps  # not part of the timed load: what a first look costs on top
+        extra = {"steps_seconds": time.perf_counter() - t1}
+        samples = int(steps["samples"].sum())
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux
+    return {"case": case, "seconds": seconds, "peak_rss_mb": peak_kb / 1024, "samples": samples, **extra}
+
+
+def run_worker(case: str, logdir: Path, cache: Path | None) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--logdir", str(logdir)]
+    if cache is not None:
+        cmd += ["--cache", str(cache)]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        raise SystemExit(f"worker {case} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- log ---------------------------------------------------------------------------------------------------------
+def log_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("*.jsonl"))
+
+
+def make_log(folder: Path, spec: dict) -> dict:
+    """Write the synthetic log (growing the token count until it is big enough); reuse one already there."""
+    sys.path.insert(0, str(ROOT))
+    from rlviz_widgets.synth import write_log
+
+    marker = folder / ".ingest_params.json"
+    min_bytes = spec["min_mb"] * MB
+    if marker.exists() and log_size(folder) >= min_bytes:
+        params = json.loads(marker.read_text())
+        if {k: params.get(k) for k in ("steps", "samples_per_step", "ranks")} == \
+                {k: spec[k] for k in ("steps", "samples_per_step", "ranks")}:
+            print(f"reusing the log in {folder}", flush=True)
+            return params
+    tokens = spec["tokens"]
+    while True:
+        for p in folder.glob("*.jsonl"):
+            p.unlink()
+        t0 = time.perf_counter()
+        write_log(folder, steps=spec["steps"], samples_per_step=spec["samples_per_step"], tokens=tokens,
+                  ranks=spec["ranks"], seed=0)
+        size = log_size(folder)
+        print(f"generated {size / MB:.1f} MB (tokens={tokens}) in {time.perf_counter() - t0:.1f} s", flush=True)
+        if size >= min_bytes:
+            break
+        tokens = int(tokens * min_bytes / size * 1.05) + 1  # grow the responses and write again
+    params = {k: spec[k] for k in ("steps", "samples_per_step", "ranks")} | {"tokens": tokens}
+    marker.write_text(json.dumps(params))
+    return params
+
+
+# -- report ------------------------------------------------------------------------------------------------------
+def table(results: dict[str, list[dict]], info: dict) -> tuple[str, bool]:
+    """The markdown table and whether every target passed."""
+    med = {c: {k: statistics.median(r[k] for r in rs) for k in ("seconds", "peak_rss_mb")}
+           for c, rs in results.items()}
+    a = med["a"]
+    rows = ["| case | seconds (median) | runs (s) | peak RSS MB | speed-up vs (a) | memory vs (a) | target | result |",
+            "|---|---:|---|---:|---:|---:|---|---|"]
+    ok_all = True
+    for c, name in CASES.items():
+        m = med[c]
+        runs = ", ".join(f"{r['seconds']:.3g}" for r in results[c])
+        speed = a["seconds"] / m["seconds"]
+        mem = m["peak_rss_mb"] / a["peak_rss_mb"]
+        if c == "a":
+            target, result = "baseline", "-"
+        else:
+            ok_speed, ok_mem = speed >= SPEED_TARGET[c], mem <= MEMORY_TARGET
+            ok_all &= ok_speed and ok_mem
+            target = f">= {SPEED_TARGET[c]:g}x faster, memory <= 1/3"
+            result = ("PASS" if ok_speed and ok_mem else "FAIL") + \
+                f" (speed {'ok' if ok_speed else 'FAIL'}, memory {'ok' if ok_mem else 'FAIL'})"
+        rows.append(f"| ({c}) {name} | {m['seconds']:.3f} | {runs} | {m['peak_rss_mb']:.0f} | {speed:.1f}x | "
+                    f"{mem:.2f} | {target} | {result} |")
+    steps_s = [r["steps_seconds"] for c in ("b", "c") for r in results[c] if "steps_seconds" in r]
+    head = [f"Log: {info['mb']:.1f} MB in {info['files']} files, {info['samples']} samples "
+            f"({info['params']}); {info['repeats']} run(s) per case, each in its own process; "
+            f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s).", ""]
+    tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
+            "(median)." if steps_s else "", f"Overall: {'PASS' if ok_all else 'FAIL'}."]
+    return "\n".join(head + rows + tail), ok_all
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a ~20 MB log (smoke run)")
+    ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", type=Path, help="markdown output (default benchmarks/results/ingest[_quick].md)")
+    ap.add_argument("--worker", choices=sorted(CASES), help=argparse.SUPPRESS)
+    ap.add_argument("--logdir", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.logdir, args.cache)))
+        return 0
+
+    spec = QUICK if args.quick else FULL
+    scratch = Path(tempfile.mkdtemp(prefix="rlviz_ingest_"))
+    logdir = args.dir.resolve() if args.dir else scratch / "logs"
+    logdir.mkdir(parents=True, exist_ok=True)
+    try:
+        params = make_log(logdir, spec)
+        files = sorted(logdir.glob("*.jsonl"))
+        results: dict[str, list[dict]] = {c: [] for c in CASES}
+        warm = scratch / "cache_warm"
+        for i in range(args.repeats):
+            results["a"].append(run_worker("a", logdir, None))
+            cold = scratch / f"cache_cold_{i}"  # a fresh, empty cache dir for each (b)
+            results["b"].append(run_worker("b", logdir, cold))
+            if i == 0:
+                shutil.copytree(cold, warm)  # (c) reads the cache (b) built
+            shutil.rmtree(cold, ignore_errors=True)
+            results["c"].append(run_worker("c", logdir, warm))
+            print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
+                                                            for c in CASES), flush=True)
+        counts = {c: {r["samples"] for r in rs} for c, rs in results.items()}
+        if len(set().union(*counts.values())) != 1:
+            raise SystemExit(f"the loaders disagree on the sample count: {counts}")
+        info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": results["a"][0]["samples"],
+                "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats}
+        text, ok = table(results, info)
+        print()
+        print(text)
+        out = args.out or HERE / "results" / ("ingest_quick.md" if args.quick else "ingest.md")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        title = "# Ingest benchmark" + (" (quick: targets not meaningful at this size)" if args.quick else "")
+        out.write_text(f"{title}\n\n`python benchmarks/ingest.py{' --quick' if args.quick else ''}`, "
+                       f"{time.strftime('%Y-%m-%d %H:%M')}\n\n{text}\n")
+        print(f"\nwritten to {out}")
+        return 0
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

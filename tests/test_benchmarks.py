@@ -1,0 +1,38 @@
+"""Smoke test of the ingest benchmark: it runs end to end and prints its table (no timing assertions here:
+the performance goals live in the benchmark itself)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ingest_quick_prints_the_table(tmp_path):
+    out_md = tmp_path / "ingest_quick.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ingest.py"), "--quick", "--repeats", "1",
+                           "--dir", str(tmp_path / "logs"), "--out", str(out_md)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "| case | seconds (median) |" in out
+    rows = {}
+    for case in ("a", "b", "c"):
+        m = re.search(rf"^\| \({case}\) [^|]+\| ([0-9.]+) \|[^|]*\| ([0-9]+) \| ([0-9.]+)x \| ([0-9.]+) \|(.*)$", out,
+                      re.M)
+        assert m, f"no row for case ({case}) in:\n{out}"
+        rows[case] = m
+        assert float(m.group(1)) > 0 and int(m.group(2)) > 0
+    assert float(rows["a"].group(3)) == 1.0
+    for case in ("b", "c"):
+        assert re.search(r"\| (PASS|FAIL) \(speed (ok|FAIL), memory (ok|FAIL)\) \|", rows[case].group(5))
+    assert re.search(r"Overall: (PASS|FAIL)\.", out)
+    size_mb = float(re.search(r"Log: ([0-9.]+) MB", out).group(1))
+    assert size_mb >= 20
+    md = out_md.read_text()
+    assert "| (a) RL Logging Board load() |" in md and "| (c) open_run, warm cache |" in md
+    # the generated log stays where it was asked to be, and the cache never went into it
+    assert sorted(p.suffix for p in (tmp_path / "logs").iterdir() if p.suffix) == [".json", ".jsonl", ".jsonl"]
