@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 
 from . import cache as cachemod
+from . import file_numbers
 from . import problems as problemsmod
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
 from .readers import READERS
-from .sources import resolve
+from .sources import resolve, source_folders
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
 STAT_COLUMNS = {  # steps frame: output prefix -> samples column
@@ -99,8 +100,8 @@ class Run:
         """Read what was appended or added since the last read; True if anything changed."""
         files = resolve(self.source)
         self._check_cache_location(files)
-        for f in files:  # numbers of files already known never change
-            self._file_no.setdefault(str(f), len(self._file_no))
+        if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
+            self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
         caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
         plans = [cachemod.plan(c) for c in caches]
         todo = sum(n for _, n in plans)
@@ -142,7 +143,7 @@ class Run:
                         "skipped until the line is complete")]
 
     def _check_cache_location(self, files: list[Path]) -> None:
-        folders = {f.parent for f in files}
+        folders = {f.parent for f in files} | source_folders(self.source)
         for d in folders:
             if self.cache_root == d or d in self.cache_root.parents:
                 raise ValueError(f"the cache dir {self.cache_root} is inside the log folder {d}; "

@@ -45,3 +45,22 @@ def _resolve_one(item: str, suffixes: tuple[str, ...]) -> list[Path]:
             raise NoLogsError(f"the pattern {item} matches no file")
         return files
     raise NoLogsError(f"log path does not exist: {path}")
+
+
+def source_folders(source) -> set[Path]:
+    """The folders the user named (and the fixed folders of glob patterns): logs live below them."""
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    out = set()
+    for item in items:
+        path = Path(os.fspath(item)).expanduser()
+        if path.is_dir():
+            out.add(path.resolve())
+        elif glob.has_magic(str(path)):
+            parts = []
+            for part in path.parts:
+                if glob.has_magic(part):
+                    break
+                parts.append(part)
+            if parts and Path(*parts).is_dir():
+                out.add(Path(*parts).resolve())
+    return out

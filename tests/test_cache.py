@@ -240,8 +240,6 @@ def test_cache_dir_inside_the_log_folder_is_refused(synth_logs):
     assert folder_fingerprint(folder) == before
 
 
-@pytest.mark.xfail(strict=True, reason="run.py _check_cache_location compares the cache dir with the folders of the "
-                   "files only: with logs in sub-folders, a cache dir in the top log folder is accepted and written")
 def test_cache_dir_in_the_top_log_folder_with_nested_runs_is_refused(tmp_path):
     root = tmp_path / "runs"
     write_log(root / "run_a", steps=1, samples_per_step=2, tokens=4, ranks=1)

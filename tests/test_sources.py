@@ -124,8 +124,6 @@ def test_sample_ids_kept_when_a_new_file_appears_during_refresh(synth_logs, open
     assert after.loc[before.index].equals(before)
 
 
-@pytest.mark.xfail(strict=True, reason="run.py numbers files by their sorted position at open: a new file that "
-                   "sorts first (e.g. verl's 10.jsonl before 9.jsonl) shifts every sample_id on the next open")
 def test_sample_ids_kept_across_reopen_when_a_new_file_appears(synth_logs, open_run):
     folder, files = synth_logs(ranks=1)
     before = open_run(folder).samples.set_index("sample_id")[["file", "line"]]
