@@ -19,9 +19,9 @@ import {
   MISSING_COLOR,
   blend,
   scaleFor,
+  sameScale,
   scaleFromDomain,
   scaleTicks,
-  textColorFor,
   valueColor,
   type RGB,
   type Scale,
@@ -33,6 +33,8 @@ const METRIC_ORDER = ["token_reward", "kl", "log_ratio", "logprob", "ref_logprob
 
 /** Tokens built at once; further strips are built when they scroll near (IntersectionObserver). */
 const EAGER_TOKENS = 20000;
+/** Table columns built at a time. */
+const TABLE_CHUNK = 300;
 
 const SCOPES: [string, string][] = [
   ["sample", "this sample"],
@@ -86,6 +88,8 @@ const STYLE = `
 .rlv-token-table{border-collapse:collapse;font-size:11px;font-variant-numeric:tabular-nums}
 .rlv-token-table th,.rlv-token-table td{padding:1px 4px;border:1px solid var(--rlv-border);white-space:pre;text-align:right}
 .rlv-token-table th{font-family:var(--jp-code-font-family,monospace);font-weight:normal;background:var(--rlv-bg)}
+.rlv-table-more{font:inherit;font-size:11px;margin-top:4px;color:var(--rlv-fg);background:var(--rlv-bg);border:1px solid var(--rlv-border);border-radius:2px;cursor:pointer}
+.rlv-table-more[hidden]{display:none}
 .rlv-token-table th.rlv-row-head{position:sticky;left:0;z-index:1;text-align:left;font-family:inherit;font-weight:bold}
 `;
 
@@ -319,6 +323,9 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       });
       return { sample, tokens, units, unitAt, values, chips: [], baseClass, built: false } as unknown as SampleView;
     });
+    // Local scales first, so chips are coloured while still in the fragment (one style pass).
+    const metric = colorBy();
+    scales = views.map((sv) => scaleFor(metric, sv.values[metric] ?? []));
     const frag = doc.createDocumentFragment();
     let budget = EAGER_TOKENS;
     const lazy: SampleView[] = [];
@@ -352,7 +359,6 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
             const s = Number((e.target as HTMLElement).getAttribute("data-s"));
             io?.unobserve(e.target);
             buildStrip(s);
-            colorStrip(s);
           }
         },
         { root: strips.style.maxHeight ? strips : null, rootMargin: "800px" },
@@ -377,19 +383,20 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       bf.appendChild(chip);
       return chip;
     });
+    colorStrip(s);
     sv.body.style.minHeight = "";
     sv.body.appendChild(bf);
   }
 
   function buildAndColor(s: number) {
-    if (views[s] && !views[s].built) {
-      buildStrip(s);
-      colorStrip(s);
-    }
+    if (views[s] && !views[s].built) buildStrip(s);
   }
 
-  function recolor() {
-    views.forEach((_, s) => colorStrip(s));
+  /** Recolours every strip, or with `prev` only those whose scale changed. */
+  function recolor(prev?: Scale[]) {
+    views.forEach((_, s) => {
+      if (!prev || !sameScale(prev[s], scales[s])) colorStrip(s);
+    });
   }
 
   /** Colours the built chips of strip `s` on its scale (styles cached per distinct colour). */
@@ -429,13 +436,17 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     const seq = ++scaleSeq;
     const local = views.map((sv) => scaleFor(metric, sv.values[metric] ?? []));
     const kind = metricKind(metric);
+    const setScales = (next: Scale[]) => {
+      const prev = scales;
+      scales = next;
+      recolor(prev); // only strips whose scale really changed
+    };
     if (sc === "sample" || kind === "prob" || kind === "logprob" || !views.length) {
-      scales = local;
+      setScales(local);
     } else {
-      if (scales.length !== views.length) {
-        // Paint something at once; the shared domain replaces it when it arrives.
-        scales = local;
-        recolor();
+      if (scales.length !== views.length || scales[0]?.metric !== metric) {
+        // Paint the new metric at once; the shared domain replaces it when it arrives.
+        setScales(local);
       }
       try {
         const steps = [...new Set(views.map((v) => v.sample.step))];
@@ -443,55 +454,84 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
         if (seq !== scaleSeq) return;
         if (!Number.isFinite(result?.lo) || !Number.isFinite(result?.hi)) throw new Error(`no ${sc} domain for ${metric}`);
         const shared = scaleFromDomain(metric, result.lo, result.hi);
-        scales = views.map(() => shared);
+        setScales(views.map(() => shared));
       } catch (e) {
         if (seq !== scaleSeq) return;
         fail(`colour scale (${sc})`, e);
-        scales = local; // stay usable on the per-sample scale
+        setScales(local); // stay usable on the per-sample scale
         scaleKey = "";
       }
     }
-    recolor();
     renderLegend();
   }
 
   // ------------------------------------------------------------ table
+  // The table is built in column chunks: thousands of columns cost far more layout than the strip.
+  let table: { sv: SampleView; head: HTMLTableRowElement; rows: { tr: HTMLTableRowElement; m: string; sc: Scale }[]; shown: number } | null = null;
+  const tableMore = el(doc, "button", "rlv-table-more");
+  tableMore.type = "button";
+
   function renderTable() {
     const sv = views.length === 1 && model.get("show_table") ? views[0] : null;
+    if (!tableMore.isConnected) tableWrap.after(tableMore);
     tableWrap.replaceChildren();
     tableWrap.hidden = !sv;
+    tableMore.hidden = true;
+    table = null;
     if (!sv) return;
-    const names = orderedMetrics(sv);
-    const table = el(doc, "table", "rlv-token-table");
+    const t = el(doc, "table", "rlv-token-table");
     const thead = el(doc, "thead");
-    const hr = el(doc, "tr");
-    hr.appendChild(el(doc, "th", "rlv-row-head", "metric \\ token"));
-    sv.units.forEach((u) => {
+    const head = el(doc, "tr");
+    head.appendChild(el(doc, "th", "rlv-row-head", "metric \\ token"));
+    thead.appendChild(head);
+    const tbody = el(doc, "tbody");
+    const rows = orderedMetrics(sv).map((m) => {
+      const tr = el(doc, "tr");
+      tr.appendChild(el(doc, "th", "rlv-row-head", m));
+      tbody.appendChild(tr);
+      return { tr, m, sc: scaleFor(m, sv.values[m]) }; // each row on its own scale
+    });
+    t.append(thead, tbody);
+    table = { sv, head, rows, shown: 0 };
+    appendTableColumns();
+    tableWrap.appendChild(t);
+  }
+
+  function appendTableColumns() {
+    if (!table) return;
+    const { sv, head, rows } = table;
+    const end = Math.min(sv.units.length, table.shown + TABLE_CHUNK);
+    const hf = doc.createDocumentFragment();
+    for (let k = table.shown; k < end; k++) {
+      const u = sv.units[k];
       const th = el(doc, "th", undefined, u.kind === "text" ? visibleText(u.token.text) : unitLabel(u));
       th.setAttribute("data-i", String(u.start));
       th.title = `position ${u.start}`;
-      hr.appendChild(th);
-    });
-    thead.appendChild(hr);
-    const tbody = el(doc, "tbody");
-    for (const m of names) {
-      const tr = el(doc, "tr");
-      tr.appendChild(el(doc, "th", "rlv-row-head", m));
-      const sc = scaleFor(m, sv.values[m]); // each row on its own scale
+      hf.appendChild(th);
+    }
+    head.appendChild(hf);
+    for (const { tr, m, sc } of rows) {
       const frag = doc.createDocumentFragment();
-      sv.units.forEach((u) => {
-        const v = unitValue(sv, u, m);
+      for (let k = table.shown; k < end; k++) {
+        const v = unitValue(sv, sv.units[k], m);
         const td = el(doc, "td", undefined, formatValue(v, 4));
         const { bg, fg } = chipColors(valueColor(v, sc), page, dark);
         td.setAttribute("style", `background-color:${css(bg)};color:${css(fg)}`);
         frag.appendChild(td);
-      });
+      }
       tr.appendChild(frag);
-      tbody.appendChild(tr);
     }
-    table.append(thead, tbody);
-    tableWrap.appendChild(table);
+    table.shown = end;
+    const left = sv.units.length - end;
+    tableMore.hidden = left <= 0;
+    tableMore.textContent = `show ${Math.min(left, TABLE_CHUNK)} more tokens (${left} not shown)`;
   }
+
+  tableMore.addEventListener("click", () => appendTableColumns());
+  // Scrolling to the right edge of the table loads the next columns.
+  tableWrap.addEventListener("scroll", () => {
+    if (tableWrap.scrollLeft + tableWrap.clientWidth > tableWrap.scrollWidth - 300) appendTableColumns();
+  });
 
   function orderedMetrics(sv: SampleView): string[] {
     const have = Object.keys(sv.values);

@@ -13,6 +13,7 @@ import {
   rampColor,
   relativeLuminance,
   scaleFor,
+  sameScale,
   scaleFromDomain,
   scaleTicks,
   textColorFor,
@@ -94,6 +95,14 @@ describe("scales", () => {
   it("keeps a kernel domain symmetric for signed metrics", () => {
     expect(scaleFromDomain("value", -0.5, 3)).toMatchObject({ lo: -3, hi: 3, kind: "diverging" });
     expect(scaleFromDomain("kl", 0, 0.4)).toMatchObject({ lo: 0, hi: 0.4, kind: "sequential" });
+  });
+
+  it("tells equal scales apart from changed ones (so unchanged strips are not recoloured)", () => {
+    expect(sameScale(scaleFor("prob", [0.1]), scaleFor("prob", [0.9]))).toBe(true);
+    expect(sameScale(scaleFor("kl", [0.1, 0.2]), scaleFor("kl", [0.1, 0.2]))).toBe(true);
+    expect(sameScale(scaleFor("kl", [0.1, 0.2]), scaleFor("kl", [0.1, 0.3]))).toBe(false);
+    expect(sameScale(scaleFor("kl", [1]), scaleFor("entropy", [1]))).toBe(false);
+    expect(sameScale(undefined, scaleFor("kl", [1]))).toBe(false);
   });
 
   it("survives all-zero and all-NaN values", () => {

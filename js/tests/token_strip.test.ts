@@ -407,6 +407,25 @@ describe("TokenStrip render", () => {
     expect(el.querySelector(".rlv-token-table")).toBeNull();
   });
 
+  it("builds a long table in column chunks", async () => {
+    const n = 700;
+    const m = new FakeModel({ sample_ids: [1], show_table: true });
+    m.samples = [{ sample_id: 1, tokens: Array.from({ length: n }, (_, i) => `t${i}`), metrics: { kl: Array.from({ length: n }, (_, i) => i / n) } }];
+    const el = mount(m);
+    await settle();
+    const heads = () => el.querySelectorAll(".rlv-token-table thead th").length - 1;
+    expect(heads()).toBe(300);
+    expect(el.querySelectorAll(".rlv-token-table tbody td")).toHaveLength(300);
+    const more = el.querySelector<HTMLButtonElement>(".rlv-table-more")!;
+    expect(more.hidden).toBe(false);
+    expect(more.textContent).toContain("400 not shown");
+    more.click();
+    more.click();
+    expect(heads()).toBe(n);
+    expect(el.querySelectorAll(".rlv-token-table tbody td")).toHaveLength(n);
+    expect(more.hidden).toBe(true);
+  });
+
   it("hides the table when several samples are shown", async () => {
     const m = new FakeModel({ sample_ids: [1, 2], show_table: true });
     m.samples = [

@@ -41,6 +41,10 @@ export const RAMPS: Record<string, RGB[]> = {
   Purples: ["#fcfbfd", "#efedf5", "#dadaeb", "#bcbddc", "#9e9ac8", "#807dba", "#6a51a3", "#54278f", "#3f007d"].map(hexToRgb),
 };
 
+// Reversed copies made once, so equal scales share one ramp object (cheap equality checks).
+const BLUES_REV = [...RAMPS.Blues].reverse();
+const PURPLES_REV = [...RAMPS.Purples].reverse();
+
 /** Colour of a missing (NaN / masked) value: neutral grey, drawn translucent so it recedes. */
 export const MISSING_COLOR: RGB = [150, 150, 150];
 export const MISSING_ALPHA = 0.3;
@@ -78,7 +82,7 @@ function rampFor(metric: string, kind: MetricKind): RGB[] {
   if (kind === "signed") return /ratio/.test(metric.toLowerCase()) ? RAMPS.PuOr : RAMPS.RdBu;
   if (kind === "kl") return RAMPS.Purples;
   // prob and logprob: low probability (the surprising token) is dark, certain is light
-  if (kind === "prob" || kind === "logprob") return [...RAMPS.Blues].reverse();
+  if (kind === "prob" || kind === "logprob") return BLUES_REV;
   return RAMPS.Purples;
 }
 
@@ -110,7 +114,7 @@ export function scaleFor(metric: string, values: ArrayLike<number>): Scale {
   if (neg && pos) return diverging(metric, percentile(absValues(values), 99), "p99 of |x|", RAMPS.RdBu);
   if (neg) {
     const lim = positiveOr1(percentile(absValues(values), 99));
-    return { metric, kind: "sequential", lo: -lim, hi: 0, ramp: [...RAMPS.Purples].reverse(), basis: "p99" };
+    return { metric, kind: "sequential", lo: -lim, hi: 0, ramp: PURPLES_REV, basis: "p99" };
   }
   return { metric, kind: "sequential", lo: 0, hi: positiveOr1(percentile(values, 99)), ramp: RAMPS.Purples, basis: "p99" };
 }
@@ -128,6 +132,11 @@ export function scaleFromDomain(metric: string, lo: number, hi: number): Scale {
   if (kind === "kl") return { metric, kind: "sequential", lo: 0, hi: positiveOr1(hi), ramp: rampFor(metric, kind), basis: "domain" };
   if (!(hi > lo)) return scaleFor(metric, [lo, hi]);
   return { metric, kind: "sequential", lo, hi, ramp: rampFor(metric, kind), basis: "domain" };
+}
+
+/** True when two scales colour every value identically (same metric, limits and ramp). */
+export function sameScale(a: Scale | undefined, b: Scale | undefined): boolean {
+  return !!a && !!b && a.metric === b.metric && a.lo === b.lo && a.hi === b.hi && a.ramp === b.ramp && a.kind === b.kind;
 }
 
 /** Linear interpolation along a ramp at t in [0, 1]. */
