@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:  # the package is used from the checkout, not inst
 import rlviz_widgets  # noqa: E402
 from rlviz_widgets.synth import write_log  # noqa: E402
 
-SHARED_DATA = Path("/work/shared/data")
+SHARED_DATA = ROOT / "rlviz_widgets" / "data"  # the same real files as shared/data, bundled
 POEM = SHARED_DATA / "rlb_eval_poem_task.jsonl"
 README_RECORD = SHARED_DATA / "rlb_readme_record.jsonl"
 

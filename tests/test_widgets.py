@@ -1,0 +1,125 @@
+"""Widget classes without a browser: their request handlers, validation, errors and state size."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import traitlets
+
+import rlviz_widgets as rw
+from rlviz_widgets.synth import write_log, write_sample_log
+
+
+def call(widget, method, **params):
+    """Send one rpc request the way the front end does; returns (content, buffers) of the answer."""
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append((content, buffers or []))
+    widget._on_rpc(widget, {"type": "rpc", "id": "t1", "method": method, "params": params}, [])
+    assert len(sent) == 1 and sent[0][0]["id"] == "t1"
+    return sent[0]
+
+
+def state_bytes(widget) -> int:
+    return len(json.dumps({k: v for k, v in widget.get_state().items() if k not in ("_esm", "_css")}, default=str))
+
+
+@pytest.fixture
+def run(tmp_path, open_run):
+    write_log(tmp_path / "logs", steps=5, samples_per_step=20, tokens=30, ranks=2, seed=3)
+    return open_run(tmp_path / "logs")
+
+
+def test_token_strip_sends_tokens_and_float32_metrics(run):
+    ids = run.samples.sample_id.head(2).tolist()
+    strip = rw.TokenStrip(run, ids)
+    content, buffers = call(strip, "strips")
+    assert content["ok"] is True
+    samples = content["result"]["samples"]
+    assert [s["sample_id"] for s in samples] == ids
+    toks = run.tokens(ids[0])
+    assert samples[0]["tokens"] == toks.token.tolist()
+    kl = np.frombuffer(bytes(buffers[samples[0]["buffers"]["kl"]]), dtype="<f4")
+    np.testing.assert_allclose(kl, toks.kl.to_numpy(), rtol=1e-5, atol=1e-7)
+    assert set(samples[0]["buffers"]) == set(strip.metrics)
+    assert strip.tokens.equals(run.tokens(ids))
+
+
+def test_token_strip_domains_and_validation(run):
+    strip = rw.TokenStrip(run, run.samples.sample_id.head(1).tolist(), color_by="log_ratio")
+    content, _ = call(strip, "domain", metric="log_ratio", scope="run")
+    lo, hi = content["result"]["lo"], content["result"]["hi"]
+    assert lo == -hi and hi == pytest.approx(run.sql("select quantile_cont(abs(log_ratio), 0.99) q from tokens").q[0])
+    content, _ = call(strip, "domain", metric="kl", scope="step", steps=[2])
+    assert content["result"]["lo"] == 0 and content["result"]["hi"] == pytest.approx(
+        run.sql("select quantile_cont(kl, 0.99) q from tokens where step = 2").q[0])
+    assert call(strip, "domain", metric="prob", scope="run")[0]["result"] == {"metric": "prob", "lo": 0.0, "hi": 1.0}
+    with pytest.raises(traitlets.TraitError, match="color_by must be one of"):
+        strip.color_by = "nope"
+    with pytest.raises(traitlets.TraitError, match="at most"):
+        strip.sample_ids = list(range(100))
+    gen = strip.generation
+    strip.sample_ids = run.samples.sample_id.tail(1).tolist()
+    assert strip.generation == gen + 1 and strip.pinned is None
+
+
+def test_errors_are_shown_not_swallowed(run):
+    strip = rw.TokenStrip(run, [])
+    content, _ = call(strip, "domain", metric="nope", scope="run")
+    assert content["ok"] is False and "nope" in content["error"]
+    assert strip.error.startswith("domain: KeyError")
+    content, _ = call(strip, "not_a_method")
+    assert content["ok"] is False and "unknown request" in strip.error
+    table = rw.SampleTable(run)
+    table.where = "no_such_column > 1"  # an observer error lands in the widget's error line
+    assert "no_such_column" in table.error
+
+
+def test_sample_table_pages_sort_search_select(run):
+    table = rw.SampleTable(run, height=300)
+    samples = run.samples
+    assert table.row_count == len(samples)
+    names = table.visible_columns
+    assert names[:3] == ["sample_id", "step", "reward"] and "prompt" in names and "file" not in names
+    gen = table.generation
+    table.sort_by, table.sort_desc = "reward", True
+    assert table.generation > gen
+    page = call(table, "rows", offset=0, limit=10)[0]["result"]
+    top = samples.sort_values(["reward", "sample_id"], ascending=[False, True]).head(10)
+    assert page["ids"] == top.sample_id.tolist()
+    assert [r[names.index("reward")] for r in page["rows"]] == top.reward.tolist()
+    assert page["total"] == len(samples) and page["generation"] == table.generation
+    table.search = "Question 3:"
+    want = samples[samples.prompt.str.contains("Question 3:", regex=False)]
+    assert table.row_count == len(want) > 0
+    table.selected_ids = want.sample_id.head(2).tolist()
+    assert table.selected.sample_id.tolist() == want.sample_id.head(2).tolist()
+    assert "response" in table.selected.columns
+    with pytest.raises(traitlets.TraitError):
+        table.sort_by = "nope"
+
+
+def test_sample_table_clips_long_text_and_returns_it_whole(tmp_path):
+    df = pd.DataFrame({"sample_id": [10, 11], "reward": [1.0, -2.0], "response": ["x" * 1000, "<img src=x>"]})
+    table = rw.SampleTable(df)
+    page = call(table, "rows", offset=0, limit=5)[0]["result"]
+    col = table.visible_columns.index("response")
+    assert len(page["rows"][0][col]) == 300 and page["clipped"][0][col] is True
+    assert page["rows"][1][col] == "<img src=x>"  # text travels as text; the front end inserts it with textContent
+    assert call(table, "cell", sample_id=10, column="response")[0]["result"]["text"] == "x" * 1000
+
+
+def test_state_stays_small_on_a_million_samples(tmp_path, open_run):
+    write_sample_log(tmp_path / "big", samples=1_000_000, steps=100, ranks=4)
+    big = open_run(tmp_path / "big")
+    assert big.n_samples == 1_000_000
+    table = rw.SampleTable(big)
+    table.sort_by = "reward"
+    table.selected_ids = table._source.ids(offset=0, limit=1000)
+    page = call(table, "rows", offset=500_000, limit=100)[0]["result"]
+    assert len(page["ids"]) == 100
+    assert state_bytes(table) < 100_000
+    frame_table = rw.SampleTable(pd.DataFrame({"reward": np.random.default_rng(0).normal(size=1_000_000)}))
+    assert frame_table.row_count == 1_000_000 and state_bytes(frame_table) < 100_000
