@@ -28,8 +28,8 @@ from .problems import Problem
 CACHE_VERSION = 2
 TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
 BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
-                "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean",
-                "value_mean", "token_reward_sum")
+                "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
+                "logprob_mean", "value_mean", "token_reward_sum")
 HEAD_BYTES = 4096
 
 
@@ -131,7 +131,8 @@ def plan(cache: FileCache) -> tuple[FileState, int]:
     return state, st.st_size
 
 
-def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
+def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, reader,
+           on_bytes) -> tuple[FileState, list[Problem]]:
     """Read what is new in the file into new parts; returns the new state and a pending problem, if any."""
     # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on which
     # DuckDB refuses register()

@@ -150,8 +150,8 @@ class RLBReader:
                 cand = line[nulls].tolist()
                 there = con.execute(f"SELECT line FROM raw WHERE line IN ({', '.join(map(str, cand))}) "
                                     f"AND json_exists(j, '$.{key}') AND json_type(j, '$.{key}') <> 'NULL'").fetchall()
-                problems += [[n, "wrong_type", f"{key} is not a list of {'strings' if f == 'tokens' else 'numbers'}: ignored"]
-                             for (n,) in there]
+                kind = "strings" if f == "tokens" else "numbers"
+                problems += [[n, "wrong_type", f"{key} is not a list of {kind}: ignored"] for (n,) in there]
             if f != "tokens" and col.null_count < len(col):
                 col = self._clean(col, line, step_ok, key, problems)
             cols[f] = col
@@ -212,7 +212,8 @@ class RLBReader:
             if k_nan:
                 problems.append([int(line[i]), "nan", f"{key} has {k_nan} NaN/Infinity value(s): left empty"])
             if k_null:
-                problems.append([int(line[i]), "wrong_type", f"{key} has {k_null} null or non-numeric value(s): left empty"])
+                problems.append([int(line[i]), "wrong_type",
+                                 f"{key} has {k_null} null or non-numeric value(s): left empty"])
         clean = pa.array(np.where(bad, np.nan, vals), type=col.type.value_type, mask=bad)
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), clean, mask=col.is_null())
 

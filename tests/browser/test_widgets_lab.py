@@ -70,8 +70,8 @@ def test_token_strip_and_table(page, lab, lab_root, artifacts):
     cells = table.locator('.rlv-row .rlv-td[data-col="reward"]')
     expect(cells.first).to_contain_text(f"{expected[0]:g}"[:4], timeout=20_000)
     rows = table.locator(".rlv-row")
-    shown = sorted(((int(rows.nth(i).get_attribute("data-row")), rows.nth(i).get_attribute("data-id"))
-                    for i in range(min(rows.count(), 8))))
+    shown = sorted((int(rows.nth(i).get_attribute("data-row")), rows.nth(i).get_attribute("data-id"))
+                    for i in range(min(rows.count(), 8)))
     want_ids = nb.eval("table.shown.sample_id.head(8).tolist()")
     assert [int(i) for _, i in shown[:5]] == want_ids[:5]
     assert expected == sorted(expected, reverse=True)
