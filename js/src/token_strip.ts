@@ -66,7 +66,7 @@ const STYLE = `
 .rlv-tok{position:relative;white-space:pre-wrap;border-radius:2px;cursor:pointer}
 .rlv-ws{opacity:.55}
 .rlv-badge{box-shadow:inset 0 0 0 1px currentColor;padding:0 3px;margin:0 1px;font-size:.85em;border-radius:3px}
-.rlv-pad{border-style:dashed;opacity:.85}
+.rlv-pad{box-shadow:none;border:1px dashed currentColor}
 .rlv-partial{text-decoration:underline dotted}
 .rlv-cont:empty::after{content:"\\25CC";opacity:.5}
 .rlv-invalid{font-style:italic}
@@ -563,6 +563,15 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     if (u.token.invalid) text += " (invalid UTF-8 bytes)";
     const metric = colorBy();
     const rows = orderedMetrics(sv).map((m) => [m, unitValue(sv, u, m), m === metric] as [string, number, boolean]);
+    // Policy vs reference: both values are listed; add their difference when the log lacks it.
+    for (const [a, b, name] of [
+      ["logprob", "ref_logprob", "logprob − ref_logprob"],
+      ["prob", "ref_prob", "prob − ref_prob"],
+    ]) {
+      if (sv.values[a] && sv.values[b] && !(a === "logprob" && sv.values.log_ratio)) {
+        rows.push([name, unitValue(sv, u, a) - unitValue(sv, u, b), false]);
+      }
+    }
     return { head, raw: JSON.stringify(u.token.raw), text, rows };
   }
 

@@ -197,6 +197,18 @@ describe("TokenStrip render", () => {
     expect(tip.hidden).toBe(true);
   });
 
+  it("shows policy and reference values with their difference", async () => {
+    const m = new FakeModel({ sample_ids: [3], metrics: ["logprob", "ref_logprob"], color_by: "logprob" });
+    m.samples = [{ sample_id: 3, tokens: ["a", "b"], metrics: { logprob: [-1, -2], ref_logprob: [-1.5, -1] } }];
+    const el = mount(m);
+    await settle();
+    el.querySelector('.rlv-tok[data-i="1"]')!.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+    const t = el.querySelector(".rlv-tooltip")!.textContent!;
+    expect(t).toMatch(/logprob\s*−2/);
+    expect(t).toMatch(/ref_logprob\s*−1/);
+    expect(t).toMatch(/logprob − ref_logprob\s*−1/);
+  });
+
   it("pins on click, unpins on a second click and on Escape", async () => {
     const m = basicModel();
     const el = mount(m);
