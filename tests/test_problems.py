@@ -205,3 +205,19 @@ def test_only_bad_lines_and_empty_file_still_open(tmp_path, cache_dir):
                             (b, 0, "empty_file")}
     assert len(warned) == 1
     assert isinstance(run.reward_histogram("reward"), pd.DataFrame) and run.reward_histogram("reward").empty
+
+
+def test_byte_order_mark_and_crlf_lines_are_read(tmp_path, cache_dir):
+    recs = [rec(0, i) for i in range(3)]
+    body = b"".join(json.dumps(r).encode() + b"\n" for r in recs)
+    bom = tmp_path / "logs" / "bom.jsonl"
+    bom.parent.mkdir()
+    bom.write_bytes(b"\xef\xbb\xbf" + body)
+    (tmp_path / "logs" / "crlf.jsonl").write_bytes(body.replace(b"\n", b"\r\n"))
+    run, warned = open_recording(tmp_path / "logs", cache_dir)
+    assert run.problems.empty and not warned
+    s = run.samples
+    for name in ("bom.jsonl", "crlf.jsonl"):
+        mine = s[s["file"].str.endswith(name)].sort_values("line")
+        assert mine["line"].tolist() == [1, 2, 3]
+        assert mine["reward"].tolist() == [r["reward"] for r in recs]

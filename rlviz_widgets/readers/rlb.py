@@ -233,7 +233,7 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
         except UnicodeDecodeError:
             text = b.decode("utf-8", errors="replace")
             problems.append([n, "non_utf8", "bytes that are not UTF-8: shown as \ufffd"])
-        text = text.strip()
+        text = text.strip().lstrip("\ufeff")  # a UTF-8 byte order mark (Windows tools) opens some files
         if not text:
             problems.append([n, "empty_line", "blank line"])
             continue
