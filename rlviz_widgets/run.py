@@ -306,9 +306,21 @@ class Run:
         for out, col in STAT_COLUMNS.items():
             aggs += [f"avg({col}) AS {out}_mean", f"stddev_pop({col}) AS {out}_std",
                      f"min({col}) AS {out}_min", f"max({col}) AS {out}_max"]
-            aggs += [f"quantile_cont({col}, {q}) AS {out}_p{round(q * 100):02d}" for q in QUANTILES]
-        return (f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM samples "
-                f"{'WHERE ' + where if where else ''} GROUP BY step ORDER BY step")
+            aggs.append(f"quantile_cont({col}, {list(QUANTILES)}) AS _q_{out}")  # one sort for all five
+        unpack = ", ".join(f"_q_{out}[{k + 1}] AS {out}_p{round(q * 100):02d}"
+                           for out in STAT_COLUMNS for k, q in enumerate(QUANTILES))
+        order = [f"{out}_{s}" for out in STAT_COLUMNS
+                 for s in ("mean", "std", "min", "max", *(f"p{round(q * 100):02d}" for q in QUANTILES))]
+        return (f"SELECT step, samples, {', '.join(order)} FROM (SELECT *, {unpack} FROM ("
+                f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM {self._numeric(where)} "
+                f"{'WHERE ' + where if where else ''} GROUP BY step)) ORDER BY step")
+
+    def _numeric(self, where: str = "") -> str:
+        """The in-memory numeric table when ``where`` needs no text column, else the full view."""
+        texts = ("prompt", "response", "ref_response", "ground_truth", "file")
+        if where and any(t in where for t in texts):
+            return "samples"
+        return "_nums"
 
     def reward_histogram(self, column: str = "reward", bins: int = 30, where: str = "") -> pd.DataFrame:
         """Counts per (step, bin) on one set of bin edges shared by every step."""
@@ -317,7 +329,8 @@ class Run:
         if bins < 1:
             raise ValueError("bins must be at least 1")
         c = f'"{column}"'
-        lo, hi = self._con.execute(f"SELECT min({c}), max({c}) FROM samples WHERE isfinite({c})").fetchone()
+        src = self._numeric(where)
+        lo, hi = self._con.execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchone()
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
             return pd.DataFrame(columns=cols)
@@ -325,10 +338,51 @@ class Run:
         cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
         df = self._con.execute(f"""
             SELECT step, least(floor(({c} - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin, count(*) AS count
-            FROM samples WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
+            FROM {src} WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
         df["bin_start"] = lo + df["bin"] * width
         df["bin_end"] = df["bin_start"] + width
         return df[cols]
+
+    def histograms(self, columns: Iterable[str] = ("reward", "ref_reward"), bins: int = 30, where: str = "",
+                   max_steps: int | None = None) -> pd.DataFrame:
+        """Long-form counts per (column, step, bin) with ONE edge set shared by the given columns.
+
+        Columns on one edge set can be overlaid (reward vs ref_reward). With ``max_steps``, steps are
+        grouped into at most that many buckets (each named by its first step), so the result stays
+        small however long the run.
+        """
+        cols = [c for c in columns if c in self.columns]
+        out_cols = ["column", "step", "step_end", "bin", "bin_start", "bin_end", "count"]
+        if not cols or bins < 1:
+            return pd.DataFrame(columns=out_cols)
+        cond = f"WHERE {where}" if where else ""
+        rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
+                        for c in cols)
+        src = self._numeric(where)
+        vals = [v for v in self._con.execute(f"SELECT {rng} FROM {src} {cond}").fetchone() if v is not None]
+        if not vals:
+            return pd.DataFrame(columns=out_cols)
+        lo, hi = min(vals), max(vals)
+        width = (hi - lo) / bins if hi > lo else 1.0
+        steps = self.step_values
+        bucket = "step"
+        if max_steps and len(steps) > max_steps:
+            edges = steps[:: -(-len(steps) // max_steps)]
+            self._con.execute("CREATE OR REPLACE TEMP TABLE _step_buckets (first BIGINT)")
+            self._con.executemany("INSERT INTO _step_buckets VALUES (?)", [(e,) for e in edges])
+            bucket = "(SELECT max(first) FROM _step_buckets WHERE first <= step)"
+        unions = " UNION ALL ".join(
+            f"""SELECT '{c}' AS "column", {bucket} AS step,
+                       least(floor(("{c}" - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin
+                FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
+        df = self._con.execute(f"""SELECT "column", step, bin, count(*) AS count FROM ({unions})
+                                   GROUP BY ALL ORDER BY "column", step, bin""").df()
+        df["bin_start"] = lo + df["bin"] * width
+        df["bin_end"] = df["bin_start"] + width
+        ordered = sorted(set(df["step"]))
+        nxt = dict(zip(ordered, ordered[1:] + [ordered[-1] + (ordered[-1] - ordered[-2] if len(ordered) > 1 else 1)]))
+        df["step_end"] = df["step"].map(nxt)
+        return df[out_cols]
 
     def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
         """One row per token of the given samples: token text, metrics, and derived metrics."""
