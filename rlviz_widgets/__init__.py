@@ -3,7 +3,7 @@
 from .problems import LogWarning
 from .run import Run, open_run
 from .sources import NoLogsError
-from .widgets import SampleTable, TokenStrip
+from .widgets import ChartWidget, RunView, SampleTable, TokenStrip
 
-__all__ = ["LogWarning", "NoLogsError", "Run", "SampleTable", "TokenStrip", "open_run"]
+__all__ = ["ChartWidget", "LogWarning", "NoLogsError", "Run", "RunView", "SampleTable", "TokenStrip", "open_run"]
 __version__ = "0.1.0"

@@ -1,0 +1,131 @@
+"""The RunView charts as one Altair (Vega-Lite) spec over named datasets of aggregates.
+
+Nothing here touches samples: the datasets are per-step statistics and per-(step, bin) counts
+that the engine computes, so the browser gets the same few kilobytes for a run of any size.
+Brushes are interval params: ``steps_brush`` over step on the curves and the heat map,
+``reward_brush`` over reward on the histogram.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+STEPS_BRUSH = "steps_brush"
+REWARD_BRUSH = "reward_brush"
+SERIES_COLORS = {"reward": "#d6604d", "ref_reward": "#4393c3"}
+
+
+def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = False, run: str = "") -> pd.DataFrame:
+    """Long form: one row per (step, series) with mean and the mean ± band*std limits."""
+    rows = []
+    for series in ("reward", "ref_reward"):
+        mean, std = steps.get(f"{series}_mean"), steps.get(f"{series}_std")
+        if mean is None or mean.isna().all():
+            continue
+        shift = float(mean.dropna().iloc[0]) if zero_shift else 0.0
+        m = mean - shift
+        s = std.fillna(0.0) * band
+        rows.append(pd.DataFrame({"step": steps["step"], "series": series, "run": run, "mean": m,
+                                  "lo": m - s, "hi": m + s}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+        columns=["step", "series", "run", "mean", "lo", "hi"])
+
+
+def steps_frame(steps: pd.DataFrame, run: str = "") -> pd.DataFrame:
+    """Per step: KL, log-ratio and length means and the sample count."""
+    cols = {"step": steps["step"], "run": run, "samples": steps["samples"]}
+    for name in ("kl_mean", "log_ratio_mean", "length_mean", "chars_mean"):
+        cols[name] = steps[name] if name in steps else np.nan
+    return pd.DataFrame(cols)
+
+
+def columns_payload(df: pd.DataFrame) -> dict[str, list]:
+    """A DataFrame as column arrays with JSON-safe values (NaN and infinities become null)."""
+    out = {}
+    for c in df.columns:
+        s = df[c]
+        if pd.api.types.is_numeric_dtype(s):
+            arr = s.astype("float64").to_numpy()
+            ints = pd.api.types.is_integer_dtype(s)
+            out[c] = [None if not np.isfinite(v) else (int(v) if ints else float(v)) for v in arr]
+        else:
+            out[c] = [None if v is None or (isinstance(v, float) and v != v) else str(v) for v in s.tolist()]
+    return out
+
+
+def run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 260,
+             height: int = 150, multi_run: bool = False) -> dict:
+    """The whole RunView chart: step curves on top, reward distribution below."""
+    steps_brush = alt.selection_interval(name=STEPS_BRUSH, encodings=["x"])
+    reward_brush = alt.selection_interval(name=REWARD_BRUSH, encodings=["x"])
+    x = alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1, format="~s"))
+    color = alt.Color("series:N", title=None,
+                      scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())),
+                      legend=alt.Legend(orient="top"))
+    detail = [alt.Detail("run:N")] if multi_run else []
+    dash = alt.StrokeDash("run:N", title="run") if multi_run else alt.StrokeDash("series:N", legend=None)
+    curves = alt.Chart(alt.Data(name="curves"))
+    band = curves.mark_area(opacity=0.18).encode(x=x, y=alt.Y("lo:Q", title="reward"), y2="hi:Q", color=color,
+                                                 *detail)
+    line = curves.mark_line().encode(
+        x=x, y="mean:Q", color=color, strokeDash=dash,
+        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("series:N"), alt.Tooltip("run:N"),
+                 alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("lo:Q", format=".4g"),
+                 alt.Tooltip("hi:Q", format=".4g")]).add_params(steps_brush)
+    reward_chart = (band + line).properties(title="reward (mean ± band·std)", width=width, height=height)
+
+    stats = alt.Chart(alt.Data(name="steps"))
+    run_color = alt.Color("run:N", title="run") if multi_run else alt.value("#5e3c99")
+    label = {"kl_mean": "mean KL (k3)", "log_ratio_mean": "mean log-ratio"}.get(metric, metric)
+    kl_chart = stats.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+        x=x, y=alt.Y(f"{metric}:Q", title=label), color=run_color,
+        tooltip=["step:Q", alt.Tooltip(f"{metric}:Q", format=".4g"), "samples:Q"],
+    ).add_params(steps_brush).properties(title=label + " per step", width=width, height=height)
+    length_field = "length_mean" if has_tokens else "chars_mean"
+    length_chart = stats.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+        x=x, y=alt.Y(f"{length_field}:Q", title="tokens" if has_tokens else "characters"),
+        color=alt.Color("run:N", title="run") if multi_run else alt.value("#1b7837"),
+        tooltip=["step:Q", alt.Tooltip(f"{length_field}:Q", format=".4g")],
+    ).add_params(steps_brush).properties(title="mean response length", width=width, height=height)
+    top = alt.hconcat(reward_chart, kl_chart, length_chart) if has_tokens else alt.hconcat(reward_chart, length_chart)
+
+    hist = alt.Chart(alt.Data(name="hist"))
+    heat = hist.transform_filter(alt.datum.column == "reward").mark_rect().encode(
+        x=alt.X("step:Q", title="step"), x2="step_end:Q",
+        y=alt.Y("bin_start:Q", title="reward"), y2="bin_end:Q",
+        color=alt.Color("sum(count):Q", title="samples", scale=alt.Scale(scheme="blues")),
+        tooltip=["step:Q", alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
+                 alt.Tooltip("sum(count):Q", title="samples")],
+    ).add_params(steps_brush).properties(title="reward distribution per step", width=width, height=height)
+    overlay = ["reward", "ref_reward"] if has_ref else ["reward"]
+    histogram = hist.transform_filter(steps_brush).transform_filter(
+        alt.FieldOneOfPredicate(field="column", oneOf=overlay)).mark_bar(opacity=0.55, binSpacing=0).encode(
+        x=alt.X("bin_start:Q", title="reward (brushed steps)"), x2="bin_end:Q",
+        y=alt.Y("sum(count):Q", title="samples", stack=None),
+        color=alt.Color("column:N", title=None, scale=alt.Scale(domain=list(SERIES_COLORS),
+                                                                 range=list(SERIES_COLORS.values())),
+                        legend=alt.Legend(orient="top")),
+        tooltip=["column:N", alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
+                 alt.Tooltip("sum(count):Q", title="samples")],
+    ).add_params(reward_brush).properties(title="reward histogram (drag to pick a range)", width=width,
+                                          height=height)
+    charts = [heat, histogram]
+    if has_ref:
+        gap = hist.transform_filter(steps_brush).transform_filter(alt.datum.column == "reward_gap").mark_bar(
+            color="#8073ac", binSpacing=0).encode(
+            x=alt.X("bin_start:Q", title="reward − ref_reward (brushed steps)"), x2="bin_end:Q",
+            y=alt.Y("sum(count):Q", title="samples"),
+            tooltip=[alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
+                     alt.Tooltip("sum(count):Q", title="samples")],
+        ).properties(title="reward gap", width=width, height=height)
+        charts.append(gap)
+    with warnings.catch_warnings():  # one brush shared by several views is the point, not an accident
+        warnings.simplefilter("ignore", UserWarning)
+        spec = alt.vconcat(top, alt.hconcat(*charts)).configure_view(stroke=None).to_dict()
+    spec.pop("datasets", None)
+    spec.pop("$schema", None)  # nothing is fetched: the bundled vega-lite knows its own schema
+    return spec

@@ -1,0 +1,348 @@
+"""RunView: the linked notebook view of a whole run (curves, distributions, table, sample detail)."""
+
+from __future__ import annotations
+
+import html
+import os
+
+import ipywidgets as W
+import pandas as pd
+import traitlets
+
+from .. import charts
+from ..run import Run, open_run
+from .chart import ChartWidget
+from .sample_table import SampleTable
+from .token_strip import TokenStrip
+
+_UNSET = object()
+MAX_HIST_STEPS = 200
+
+
+def _range(value, name: str):
+    """Normalise a (lo, hi) range; either end may be None; None clears it."""
+    if value is None:
+        return None
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise traitlets.TraitError(f"{name} must be a (lo, hi) pair or None; got {value!r}") from None
+    lo = None if lo is None else float(lo)
+    hi = None if hi is None else float(hi)
+    if lo is not None and hi is not None and lo > hi:
+        lo, hi = hi, lo
+    return None if lo is None and hi is None else (lo, hi)
+
+
+class RunView(W.VBox):
+    """A whole run in one display: curves, reward distribution, sample table, sample detail.
+
+    Every filter is a traitlet (``steps``, ``reward``, ``search``, ``where``), so it can be
+    observed or linked; ``filtered``, ``selected`` and ``selected_tokens`` are DataFrames that
+    follow the brushes and the picked rows (computed when read, or pushed to observers).
+    """
+
+    steps = traitlets.Tuple(allow_none=True, default_value=None)
+    """Inclusive step range (lo, hi) brushed or set with ``filter``; None = every step."""
+
+    reward = traitlets.Tuple(allow_none=True, default_value=None)
+    """Inclusive reward range (lo, hi); None = every reward."""
+
+    search = traitlets.Unicode("")
+    """Text searched for in prompt, response and ref_response."""
+
+    where = traitlets.Unicode("")
+    """Extra SQL condition over the samples columns, e.g. "kl_mean > 0.1"."""
+
+    selected_ids = traitlets.List(traitlets.Int())
+    """sample_ids of the rows picked in the table."""
+
+    color_by = traitlets.Unicode("kl")
+    """The token metric colouring the sample's token strip."""
+
+    filtered = traitlets.Instance(pd.DataFrame, allow_none=True)
+    """The samples passing every filter (DataFrame)."""
+
+    selected = traitlets.Instance(pd.DataFrame, allow_none=True)
+    """The picked samples (DataFrame)."""
+
+    selected_tokens = traitlets.Instance(pd.DataFrame, allow_none=True)
+    """The tokens of the picked samples, one row per token."""
+
+    def __init__(self, source: Run | str | os.PathLike | list, *, bins: int = 30, **open_run_options):
+        self.run = source if isinstance(source, Run) else open_run(source, **open_run_options)
+        if isinstance(source, Run) and open_run_options:
+            raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")
+        self.bins = bins
+        self._syncing = False
+        run = self.run
+        self._has_tokens = bool(run.token_metrics)
+        self._has_ref = "ref_reward" in run.columns and run.sql(
+            "select count(ref_reward) n from _nums").n[0] > 0
+        # controls
+        self.band = W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1, description="band ×std",
+                                  continuous_update=False, layout=W.Layout(width="260px"))
+        self.zero_shift = W.Checkbox(value=False, description="zero shift", indent=False,
+                                     layout=W.Layout(width="110px"))
+        self.kl_metric = W.ToggleButtons(options=[("KL", "kl_mean"), ("log-ratio", "log_ratio_mean")],
+                                         value="kl_mean", style={"button_width": "80px"})
+        self.kl_metric.layout.display = None if self._has_tokens else "none"
+        step_values = run.step_values
+        self.step_slider = W.SelectionSlider(options=[(str(s), s) for s in step_values] or [("-", 0)],
+                                             description="step", continuous_update=False,
+                                             layout=W.Layout(width="420px"))
+        self.prev_button = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
+        self.next_button = W.Button(description="next ▶", layout=W.Layout(width="80px"))
+        self.clear_button = W.Button(description="clear filters", layout=W.Layout(width="110px"))
+        self.status = W.HTML()
+        # parts
+        self.chart = ChartWidget(self._spec(), self._datasets)
+        self.table = SampleTable(run, height=320)
+        self.detail = W.HTML()
+        metrics = run.token_metrics
+        self.strip = TokenStrip(run, [], color_by="kl" if "kl" in metrics else (metrics[0] if metrics else "kl"))
+        self.strip.layout.display = "none"
+        header = W.HTML(self._header_html())
+        super().__init__(children=[
+            header,
+            W.HBox([self.band, self.zero_shift, self.kl_metric], layout=W.Layout(flex_flow="row wrap")),
+            self.chart,
+            W.HBox([self.step_slider, self.prev_button, self.next_button, self.clear_button, self.status],
+                   layout=W.Layout(flex_flow="row wrap", align_items="center")),
+            self.table, self.detail, self.strip,
+        ])
+        self.add_class("rlv-run-view")
+        self.color_by = self.strip.color_by
+        # wiring: every part follows the traits; the traits follow every part
+        traitlets.link((self, "color_by"), (self.strip, "color_by"))
+        traitlets.link((self, "selected_ids"), (self.table, "selected_ids"))
+        traitlets.link((self, "search"), (self.table, "search"))
+        self.chart.observe(self._on_brush, "selections")
+        self.band.observe(self._on_controls, "value")
+        self.zero_shift.observe(self._on_controls, "value")
+        self.kl_metric.observe(self._on_metric, "value")
+        self.step_slider.observe(self._on_slider, "value")
+        self.prev_button.on_click(lambda _: self._step_by(-1))
+        self.next_button.on_click(lambda _: self._step_by(+1))
+        self.clear_button.on_click(lambda _: self.clear())
+        self.table.observe(self._on_count, "row_count")
+        self._on_count()
+
+    # -- the Python API ----------------------------------------------------------------------------
+    def filter(self, steps=_UNSET, reward=_UNSET, search: str | None = None, where: str | None = None) -> RunView:
+        """Restrict the view: inclusive (lo, hi) ranges (either end None), text search, SQL condition.
+
+        Only the arguments given change; ``steps=None`` (or ``reward=None``) clears that range.
+        Moves the brushes and the table, exactly as the mouse would.
+        """
+        with self.hold_trait_notifications():
+            if steps is not _UNSET:
+                self.steps = _range(steps, "steps")
+            if reward is not _UNSET:
+                self.reward = _range(reward, "reward")
+            if search is not None:
+                self.search = search
+            if where is not None:
+                self.where = where
+        return self
+
+    def clear(self) -> RunView:
+        """Remove every filter and brush."""
+        return self.filter(steps=None, reward=None, search="", where="")
+
+    @property
+    def condition(self) -> str:
+        """The SQL condition the table and ``filtered`` use (without the text search)."""
+        conds = []
+        for col, rng in (("step", self.steps), ("reward", self.reward)):
+            if rng:
+                lo, hi = rng
+                if lo is not None:
+                    conds.append(f"{col} >= {lo!r}")
+                if hi is not None:
+                    conds.append(f"{col} <= {hi!r}")
+        if self.where.strip():
+            conds.append(f"({self.where})")
+        return " AND ".join(conds)
+
+    # -- lazily computed frames -----------------------------------------------------------------
+    @traitlets.default("filtered")
+    def _filtered_default(self):
+        return self.table._source.rows(self.table._source.ids(self.search, self.condition))
+
+    @traitlets.default("selected")
+    def _selected_default(self):
+        return self.table.selected
+
+    @traitlets.default("selected_tokens")
+    def _selected_tokens_default(self):
+        return self.run.tokens(self.selected_ids)
+
+    def _refresh_frame(self, name: str) -> None:
+        """Observers get the new frame now; everyone else computes it when they read it."""
+        if self._trait_notifiers.get(name):
+            setattr(self, name, getattr(self, f"_{name}_default")())
+        else:
+            self._trait_values.pop(name, None)
+
+    # -- reactions ---------------------------------------------------------------------------------
+    @traitlets.validate("steps", "reward")
+    def _check_range(self, proposal):
+        return _range(proposal["value"], proposal["trait"].name)
+
+    @traitlets.observe("steps", "reward", "where")
+    def _on_filters(self, change) -> None:
+        if not self._syncing:  # a change from Python: move the brushes
+            self._syncing = True
+            try:
+                self.chart.set_interval(charts.STEPS_BRUSH, "step", self._full(self.steps, "step"))
+                self.chart.set_interval(charts.REWARD_BRUSH, "bin_start", self._full(self.reward, "reward"))
+            finally:
+                self._syncing = False
+        if change["name"] == "steps":
+            self._sync_slider()
+        self.table.where = self.condition
+        self._refresh_frame("filtered")
+
+    @traitlets.observe("search")
+    def _on_search(self, _change) -> None:
+        self._refresh_frame("filtered")
+
+    @traitlets.observe("selected_ids")
+    def _on_selected(self, _change) -> None:
+        self._refresh_frame("selected")
+        self._refresh_frame("selected_tokens")
+        ids = self.selected_ids
+        if not ids:
+            self.detail.value = ""
+            self.strip.sample_ids = []
+            self.strip.layout.display = "none"
+            return
+        sid = ids[-1]
+        self.detail.value = self._detail_html(sid)
+        if self._has_tokens:
+            self.strip.sample_ids = [sid]
+            self.strip.layout.display = None
+
+    def _on_brush(self, change) -> None:
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            steps = self.chart.interval(charts.STEPS_BRUSH, "step")
+            reward = self.chart.interval(charts.REWARD_BRUSH, "bin_start")
+            with self.hold_trait_notifications():
+                self.steps = steps
+                self.reward = reward
+        finally:
+            self._syncing = False
+
+    def _on_controls(self, _change) -> None:
+        self.chart.refresh_view()
+
+    def _on_metric(self, _change) -> None:
+        self.chart.spec = self._spec()
+        self.chart.refresh_view()
+
+    def _on_slider(self, change) -> None:
+        if self._syncing:
+            return
+        s = change["new"]
+        self.steps = (s, s)
+
+    def _sync_slider(self) -> None:
+        values = set(self.run.step_values)
+        if self.steps and self.steps[0] == self.steps[1] and self.steps[0] in values:
+            self._syncing = True
+            try:
+                self.step_slider.value = int(self.steps[0])
+            finally:
+                self._syncing = False
+
+    def _step_by(self, delta: int) -> None:
+        values = list(self.run.step_values)
+        if not values:
+            return
+        current = self.steps[0] if self.steps and self.steps[0] is not None else values[0] - 1
+        import bisect
+
+        i = bisect.bisect_right(values, current) if delta > 0 else bisect.bisect_left(values, current) - 1
+        i = max(0, min(len(values) - 1, i))
+        self.steps = (values[i], values[i])
+
+    def _on_count(self, *_):
+        n = self.table.row_count
+        total = self.run.n_samples
+        self.status.value = (f"<span class='rlv-count'>{n:,} of {total:,} samples</span>"
+                             if n != total else f"<span class='rlv-count'>{total:,} samples</span>")
+
+    # -- pieces ------------------------------------------------------------------------------------
+    def _full(self, rng, kind: str):
+        """A range with open ends filled from the data, for drawing a brush."""
+        if rng is None:
+            return None
+        lo, hi = rng
+        if lo is None or hi is None:
+            col = "step" if kind == "step" else "reward"
+            dmin, dmax = self.run.sql(f"select min({col}) lo, max({col}) hi from _nums").iloc[0]
+            lo = float(dmin) if lo is None else lo
+            hi = float(dmax) if hi is None else hi
+        return (lo, hi)
+
+    def _spec(self) -> dict:
+        return charts.run_spec(metric=self.kl_metric.value if hasattr(self, "kl_metric") else "kl_mean",
+                               has_ref=self._has_ref, has_tokens=self._has_tokens)
+
+    def _datasets(self) -> dict[str, pd.DataFrame]:
+        steps = self.run.steps
+        cols = ["reward", "ref_reward", "reward_gap"] if self._has_ref else ["reward"]
+        hist = pd.concat([self.run.histograms(cols[:2], self.bins, max_steps=MAX_HIST_STEPS)]
+                         + ([self.run.histograms(["reward_gap"], self.bins, max_steps=MAX_HIST_STEPS)]
+                            if self._has_ref else []), ignore_index=True)
+        return {"curves": charts.curves_frame(steps, self.band.value, self.zero_shift.value),
+                "steps": charts.steps_frame(steps), "hist": hist}
+
+    def _header_html(self) -> str:
+        run = self.run
+        probs = len(run.problems)
+        n_steps = len(run.step_values)
+        parts = [f"<b>{run.n_samples:,}</b> samples", f"<b>{n_steps}</b> steps", f"<b>{len(run.files)}</b> file(s)",
+                 "token arrays: " + (", ".join(run.token_metrics[:4]) + "…" if self._has_tokens else "none")]
+        if probs:
+            parts.append(f"<span style='color: var(--jp-warn-color0, #b45309)'>{probs} problem(s) in the logs: "
+                         f"see <code>view.run.problems</code></span>")
+        return "<div class='rlv-run-header'>" + " · ".join(parts) + "</div>"
+
+    def _detail_html(self, sample_id: int) -> str:
+        df = self.run.rows([sample_id])
+        if not len(df):
+            return ""
+        r = df.iloc[0]
+
+        def esc(v) -> str:
+            return "" if v is None or (isinstance(v, float) and v != v) else html.escape(str(v), quote=True)
+
+        def num(v) -> str:
+            return "–" if v is None or pd.isna(v) else f"{v:.4g}"
+
+        box = ("style='white-space: pre-wrap; word-break: break-word; margin: 0; padding: 6px; "
+               "border: 1px solid var(--jp-border-color2, #ddd); border-radius: 3px; "
+               "background: var(--jp-layout-color1, #fff); color: var(--jp-ui-font-color1, #222); "
+               "font-family: var(--jp-code-font-family, monospace); font-size: 12px; max-height: 240px; "
+               "overflow: auto'")
+        cols = [("prompt", r.get("prompt")), ("response", r.get("response"))]
+        if "ref_response" in r and r.get("ref_response") is not None:
+            cols.append(("ref response", r.get("ref_response")))
+        grid = "".join(f"<div><div style='font-weight: 600; margin-bottom: 2px'>{t}</div>"
+                       f"<pre class='rlv-detail-{t.replace(' ', '-')}' {box}>{esc(v)}</pre></div>" for t, v in cols)
+        facts = [("sample", esc(r["sample_id"])), ("step", esc(r["step"])), ("reward", num(r.get("reward"))),
+                 ("ref_reward", num(r.get("ref_reward"))), ("gap", num(r.get("reward_gap"))),
+                 ("kl mean", num(r.get("kl_mean"))), ("tokens", esc(r.get("n_tokens")))]
+        if r.get("ground_truth") is not None:
+            facts.append(("ground truth", esc(r.get("ground_truth"))))
+        facts.append(("from", f"{esc(os.path.basename(str(r['file'])))}:{esc(r['line'])}"))
+        fact_html = " · ".join(f"{k} <b>{v}</b>" for k, v in facts)
+        return (f"<div class='rlv-detail' style='color: var(--jp-ui-font-color1, #222)'>"
+                f"<div style='margin: 6px 0'>{fact_html}</div>"
+                f"<div style='display: grid; grid-template-columns: repeat({len(cols)}, 1fr); gap: 8px'>{grid}</div>"
+                f"</div>")
