@@ -286,7 +286,7 @@ class Run:
     @property
     def n_samples(self) -> int:
         """How many samples pass the run's options."""
-        return self._con.execute("SELECT count(*) FROM _nums").fetchone()[0]
+        return self._con.execute("SELECT count(*) FROM _nums").fetchall()[0][0]
 
     @property
     def step_values(self) -> list[int]:
@@ -330,7 +330,7 @@ class Run:
             raise ValueError("bins must be at least 1")
         c = f'"{column}"'
         src = self._numeric(where)
-        lo, hi = self._con.execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchone()
+        lo, hi = self._con.execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
             return pd.DataFrame(columns=cols)
@@ -359,7 +359,7 @@ class Run:
         rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
                         for c in cols)
         src = self._numeric(where)
-        vals = [v for v in self._con.execute(f"SELECT {rng} FROM {src} {cond}").fetchone() if v is not None]
+        vals = [v for v in self._con.execute(f"SELECT {rng} FROM {src} {cond}").fetchall()[0] if v is not None]
         if not vals:
             return pd.DataFrame(columns=out_cols)
         lo, hi = min(vals), max(vals)
@@ -456,11 +456,11 @@ class Run:
         if key not in self._domains:
             cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
             if metric in SIGNED_METRICS:
-                (q,) = self._con.execute(f"SELECT quantile_cont(abs({metric}), 0.99) FROM tokens {cond}").fetchone()
+                (q,) = self._con.execute(f"SELECT quantile_cont(abs({metric}), 0.99) FROM tokens {cond}").fetchall()[0]
                 q = float(q) if q is not None and q > 0 else 1.0
                 self._domains[key] = (-q, q)
             else:
-                (q,) = self._con.execute(f"SELECT quantile_cont({metric}, 0.99) FROM tokens {cond}").fetchone()
+                (q,) = self._con.execute(f"SELECT quantile_cont({metric}, 0.99) FROM tokens {cond}").fetchall()[0]
                 self._domains[key] = (0.0, float(q) if q is not None and q > 0 else 1.0)
         return self._domains[key]
 

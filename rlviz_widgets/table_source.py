@@ -74,7 +74,7 @@ class TableSource:
     def _all_null(self, cols: list[str]) -> set[str]:
         if not cols:
             return set()
-        row = self.con.execute(f"SELECT {', '.join(f'count({_q(c)})' for c in cols)} FROM {self.nums}").fetchone()
+        row = self.con.execute(f"SELECT {', '.join(f'count({_q(c)})' for c in cols)} FROM {self.nums}").fetchall()[0]
         return {c for c, n in zip(cols, row) if n == 0}
 
     def column_info(self, columns: list[str]) -> list[dict]:
@@ -82,7 +82,7 @@ class TableSource:
         stats = {}
         if nums:
             aggs = ", ".join(f"min({_q(c)})::DOUBLE, max({_q(c)})::DOUBLE" for c in nums)
-            row = self.con.execute(f"SELECT {aggs} FROM {self.nums}").fetchone()
+            row = self.con.execute(f"SELECT {aggs} FROM {self.nums}").fetchall()[0]
             stats = {c: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(nums)}
         out = []
         for c in columns:
@@ -120,7 +120,7 @@ class TableSource:
         return f"(SELECT n.* FROM {self.nums} n SEMI JOIN _table_filter f ON n.sample_id = f.sample_id)"
 
     def count(self, search: str = "", where: str = "") -> int:
-        return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchone()[0]
+        return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]
 
     def ids(self, search: str = "", where: str = "", sort_by: str = "", desc: bool = False,
             offset: int = 0, limit: int | None = None) -> list[int]:
