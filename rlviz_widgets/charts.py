@@ -57,9 +57,15 @@ def columns_payload(df: pd.DataFrame) -> dict[str, list]:
     return out
 
 
-def run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 260,
-             height: int = 150, multi_run: bool = False) -> dict:
+def run_spec(**kwargs) -> dict:
     """The whole RunView chart: step curves on top, reward distribution below."""
+    with warnings.catch_warnings():  # one brush shared by several views is the point, not an accident
+        warnings.simplefilter("ignore", UserWarning)
+        return _run_spec(**kwargs)
+
+
+def _run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 215,
+              height: int = 150, multi_run: bool = False) -> dict:
     steps_brush = alt.selection_interval(name=STEPS_BRUSH, encodings=["x"])
     reward_brush = alt.selection_interval(name=REWARD_BRUSH, encodings=["x"])
     x = alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1, format="~s"))
@@ -91,7 +97,7 @@ def run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool 
         color=alt.Color("run:N", title="run") if multi_run else alt.value("#1b7837"),
         tooltip=["step:Q", alt.Tooltip(f"{length_field}:Q", format=".4g")],
     ).add_params(steps_brush).properties(title="mean response length", width=width, height=height)
-    top = alt.hconcat(reward_chart, kl_chart, length_chart) if has_tokens else alt.hconcat(reward_chart, length_chart)
+    top = [reward_chart, kl_chart, length_chart] if has_tokens else [reward_chart, length_chart]
 
     hist = alt.Chart(alt.Data(name="hist"))
     heat = hist.transform_filter(alt.datum.column == "reward").mark_rect().encode(
@@ -123,9 +129,8 @@ def run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool 
                      alt.Tooltip("sum(count):Q", title="samples")],
         ).properties(title="reward gap", width=width, height=height)
         charts.append(gap)
-    with warnings.catch_warnings():  # one brush shared by several views is the point, not an accident
-        warnings.simplefilter("ignore", UserWarning)
-        spec = alt.vconcat(top, alt.hconcat(*charts)).configure_view(stroke=None).to_dict()
+    # one flat concat: Vega-Lite's interval brushes break in nested concats that start without data
+    spec = alt.concat(*top, *charts, columns=3).configure_view(stroke=None).to_dict()
     spec.pop("datasets", None)
     spec.pop("$schema", None)  # nothing is fetched: the bundled vega-lite knows its own schema
     return spec

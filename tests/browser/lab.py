@@ -67,6 +67,7 @@ def jupyter_server(root: Path, state: Path, app: str = "jupyterlab", env_extra: 
         [sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
          "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
          f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+         "--JupyterNotebookApp.expose_app_in_browser=True",
          "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
          "--LanguageServerManager.autodetect=False"],
         env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -123,7 +124,8 @@ class Notebook:
 
     def eval(self, expr: str):
         """The value of a Python expression in the kernel (JSON round trip)."""
-        out = self.exec(f"import json as _j; print(_j.dumps({expr}, default=str))")
+        out = self.exec("import json as _j\n"
+                        f"print(_j.dumps({expr}, default=lambda o: o.item() if hasattr(o, 'item') else str(o)))")
         return json.loads(out.strip().splitlines()[-1])
 
     def wait_for(self, expr: str, predicate, timeout: float = 20.0, what: str = ""):

@@ -1,0 +1,131 @@
+"""RunView in a real JupyterLab (and Notebook 7): brushes with the mouse, filters from Python, row clicks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import copy_to_docs
+from .lab import Notebook, jupyter_server, write_notebook
+
+CELLS = ["import rlviz_widgets as rw\nview = rw.RunView('logs', progress=False)\nview"]
+
+# pixel position of a data value inside one concat unit of the chart
+UNIT_POINT = """([unit, xValue, yFrac]) => {
+  const root = document.querySelector('.rlv-chart');
+  const v = root._rlvView;
+  const groups = [];
+  for (const mark of v.scenegraph().root.items[0].items)
+    if (mark.marktype === 'group') for (const g of mark.items) groups.push({name: mark.name, g});
+  const {name, g} = groups[unit];
+  const scale = v.scale(name.replace(/_group$/, '_x'));
+  const canvas = root.querySelector('canvas, svg').getBoundingClientRect();
+  const [ox, oy] = v.origin();
+  return {x: canvas.x + ox + g.x + scale(xValue), y: canvas.y + oy + g.y + g.height * yFrac};
+}"""
+
+
+def drag(page, unit: int, x0: float, x1: float) -> None:
+    a = page.evaluate(UNIT_POINT, [unit, x0, 0.5])
+    b = page.evaluate(UNIT_POINT, [unit, x1, 0.5])
+    page.mouse.move(a["x"], a["y"])
+    page.mouse.down()
+    for k in range(1, 6):
+        page.mouse.move(a["x"] + (b["x"] - a["x"]) * k / 5, a["y"], steps=2)
+    page.mouse.up()
+
+
+def _wait_rendered(page):
+    expect(page.locator(".rlv-chart canvas, .rlv-chart svg").first).to_be_visible(timeout=90_000)
+    expect(page.locator(".rlv-sample-table .rlv-row[data-id]").first).to_be_visible(timeout=60_000)
+    page.wait_for_function("document.querySelector('.rlv-chart')?._rlvView?.data('hist')?.length > 0",
+                           timeout=30_000)
+
+
+def test_run_view_brush_filter_click(page, lab, lab_root, artifacts):
+    write_notebook(lab_root / "run_view.ipynb", CELLS)
+    nb = Notebook(page, lab, "run_view.ipynb")
+    nb.run_all()
+    _wait_rendered(page)
+    total = nb.eval("view.run.n_samples")
+
+    # brush steps on the KL curve with the mouse: the table follows, view.filtered comes back
+    drag(page, 1, 3.0, 7.0)
+    steps = nb.wait_for("view.steps", lambda v: v is not None, what="view.steps after a brush")
+    assert 2.5 < steps[0] < 3.5 and 6.5 < steps[1] < 7.5, steps
+    got = nb.eval("[view.filtered.step.min(), view.filtered.step.max(), len(view.filtered), view.table.row_count]")
+    assert steps[0] <= got[0] and got[1] <= steps[1] and got[2] == got[3] < total
+    expect(page.locator(".rlv-count").first).to_contain_text(f"{got[3]:,} of {total:,}")
+
+    # brush a reward range on the histogram: the rows of the table are inside both ranges
+    drag(page, 4, 0.0, 1.0)
+    reward = nb.wait_for("view.reward", lambda v: v is not None, what="view.reward after a brush")
+    assert -0.3 < reward[0] < 0.3 and 0.7 < reward[1] < 1.3, reward
+    rows = nb.eval("[[float(x) for x in view.filtered.reward], [float(x) for x in view.filtered.step]]")
+    assert rows[0] and all(reward[0] <= r <= reward[1] for r in rows[0])
+    assert all(steps[0] <= s <= steps[1] for s in rows[1])
+    first_id = int(page.locator(".rlv-sample-table .rlv-row[data-id]").first.get_attribute("data-id"))
+    assert first_id in nb.eval("view.filtered.sample_id.tolist()")
+
+    # Python moves the brushes and the table
+    nb.exec("view.filter(steps=(2, 5), reward=None)")
+    page.wait_for_function(
+        "(() => { const s = document.querySelector('.rlv-chart')._rlvView.signal('steps_brush');"
+        " return s && s.step && Math.abs(s.step[0] - 2) < 1e-6 && Math.abs(s.step[1] - 5) < 1e-6; })()",
+        timeout=20_000)
+    assert page.evaluate("Object.keys(document.querySelector('.rlv-chart')._rlvView.signal('reward_brush') || {})"
+                         ".length") == 0
+    want = nb.eval("int(view.run.sql('select count(*) n from samples where step between 2 and 5').n[0])")
+    assert nb.eval("view.table.row_count") == want
+    expect(page.locator(".rlv-count").first).to_contain_text(f"{want:,} of {total:,}")
+    assert nb.eval("sorted(set(view.filtered.step))") == [2, 3, 4, 5]
+
+    # click a row: its detail and token strip open; view.selected comes back
+    row = page.locator(".rlv-sample-table .rlv-row[data-id]").nth(1)
+    sid = int(row.get_attribute("data-id"))
+    row.click()
+    nb.wait_for("view.selected.sample_id.tolist()", lambda v: v == [sid], what="view.selected")
+    expect(page.locator(".rlv-detail").first).to_contain_text(str(sid))
+    expect(page.locator(".rlv-run-view .rlv-token-strip .rlv-tok").first).to_be_visible(timeout=30_000)
+    assert nb.eval("len(view.selected_tokens)") == nb.eval(f"int(view.run.rows([{sid}]).n_tokens[0])")
+    nb.exec("view.color_by = 'log_ratio'")
+    expect(page.locator(".rlv-run-view .rlv-metric-select").first).to_have_value("log_ratio")
+
+    # a data update (band control) keeps the brush
+    nb.exec("view.band.value = 2.0")
+    time.sleep(1.5)
+    assert page.evaluate("document.querySelector('.rlv-chart')._rlvView.signal('steps_brush').step") == [2, 5]
+    assert nb.eval("view.steps") == [2.0, 5.0]
+
+    shot = artifacts / "run_view.png"
+    page.locator(".rlv-run-view").first.screenshot(path=str(shot))
+    copy_to_docs(shot, "run_view.png")
+
+
+@pytest.fixture
+def notebook7(lab_root, tmp_path_factory, chromium_path):
+    with jupyter_server(lab_root, tmp_path_factory.mktemp("nb7-state"), app="notebook") as base:
+        yield base
+
+
+def test_run_view_in_notebook7(notebook7, browser, lab_root, artifacts):
+    from .lab import is_local
+
+    write_notebook(lab_root / "run_view_nb7.ipynb", CELLS)
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        nb = Notebook(page, notebook7, "run_view_nb7.ipynb", app="notebook")
+        nb.run_all()
+        _wait_rendered(page)
+        nb.exec("view.filter(steps=(1, 3))")
+        want = nb.eval("int(view.run.sql('select count(*) n from samples where step between 1 and 3').n[0])")
+        expect(page.locator(".rlv-count").first).to_contain_text(f"{want:,} of")
+        page.locator(".rlv-run-view").first.screenshot(path=str(artifacts / "run_view_notebook7.png"))
+    finally:
+        ctx.close()
+    assert requests and not [u for u in requests if not is_local(u)]
