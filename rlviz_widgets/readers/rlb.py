@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS, per_sample
+from .jsonkeys import candidate_keys
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
 NUMBER_FIELDS = ("reward", "ref_reward")
@@ -61,8 +62,10 @@ class RLBReader:
                 return None, problems
             # small batches: DuckDB parses them on every core
             con.register("raw", pa.Table.from_batches(raw.to_batches(max_chunksize=128)))
+            keys = candidate_keys(raw["j"])
+            extras = sorted(k for k in keys if k not in KNOWN)
             try:
-                keys = self._keys(con)
+                table = self._transform(con, extras)
                 break
             except (duckdb.Error, UnicodeDecodeError):
                 # some lines are not JSON (or not UTF-8): locate them; keep what can be kept
@@ -71,14 +74,9 @@ class RLBReader:
                 raw = _repair(raw, idx, problems, strict=attempt > 0)
         else:
             raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
-        extras = sorted(k for k in keys if k not in KNOWN)
-        table = self._transform(con, extras)
         table = self._check(con, table, keys, problems)
         con.unregister("raw")
         return table, problems
-
-    def _keys(self, con: duckdb.DuckDBPyConnection) -> list[str]:
-        return [k for (k,) in con.execute("SELECT DISTINCT unnest(json_keys(j)) FROM raw").fetchall()]
 
     def _transform(self, con: duckdb.DuckDBPyConnection, extras: list[str]) -> pa.Table:
         schema = {f: "VARCHAR" for f in TEXT_FIELDS}
@@ -185,6 +183,8 @@ class RLBReader:
             if name.startswith("_n_"):
                 key = name[3:]
                 nums, strs = t[name], t["_s_" + key]
+                if nums.null_count == len(nums) and strs.null_count == len(strs):
+                    continue  # no scalar value here (lists, objects, or a key candidate that is not one)
                 if strs.null_count == len(strs):
                     out[extra_column(key)] = nums
                 elif nums.null_count == len(nums):

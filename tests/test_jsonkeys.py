@@ -1,0 +1,36 @@
+"""Key discovery from bytes: every real top-level key, extra candidates harmless."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from rlviz_widgets.readers.jsonkeys import candidate_keys
+
+
+def arr(*objs_or_lines) -> pa.Array:
+    lines = [o if isinstance(o, str) else json.dumps(o, ensure_ascii=False) for o in objs_or_lines]
+    return pa.array([line + "\n" for line in lines], pa.large_string())
+
+
+def test_finds_every_top_level_key():
+    keys = candidate_keys(arr({"prompt": "a", "reward": 1.0, "response_tokens": ["Ġa", "b"], "logprobs": [-1.0]},
+                              {"step": 3, "acc": True, "été": 1, 'say "hi"': 2}))
+    assert {"prompt", "reward", "response_tokens", "logprobs", "step", "acc", "été", 'say "hi"'} <= keys
+
+
+def test_spacing_and_escapes():
+    keys = candidate_keys(arr('{"a" : 1, "b":2, "c"  : 3, "\\u00e9t\\u00e9": 4}'))
+    assert {"a", "b", "c", "été"} <= keys
+
+
+def test_strings_that_look_like_keys_only_add_candidates():
+    keys = candidate_keys(arr({"prompt": 'reply with {"x": 1}', "reward": 0.5}))
+    assert {"prompt", "reward"} <= keys  # "x" may appear too: its top-level column comes out empty
+
+
+def test_empty_and_sliced():
+    assert candidate_keys(pa.array([], pa.large_string())) == set()
+    a = arr({"first": 1}, {"second": 2})
+    assert "second" in candidate_keys(a.slice(1)) and "first" not in candidate_keys(a.slice(1))
