@@ -33,6 +33,7 @@ TOKEN_FIELDS = {  # stored list column -> tokens frame column
 
 TOKEN_METRIC_ORDER = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
 SIGNED_METRICS = ("token_reward", "log_ratio", "value")
+DOMAIN_SAMPLES = 400  # samples whose tokens set a step's or the run's colour limits
 
 
 def _id_list(sample_ids) -> list[int]:
@@ -445,7 +446,11 @@ class Run:
         return [m for m in TOKEN_METRIC_ORDER if m in names]
 
     def token_domain(self, metric: str, scope: str = "run", steps: Iterable[int] | None = None) -> tuple[float, float]:
-        """Colour limits of a token metric over the run or some steps (p99 clip; symmetric if signed)."""
+        """Colour limits of a token metric over the run or some steps (p99 clip; symmetric if signed).
+
+        Estimated from the tokens of up to DOMAIN_SAMPLES samples of the scope, chosen by a hash
+        (the same ones every time), which is exact for small runs and fast for huge ones.
+        """
         if metric in ("prob", "ref_prob"):
             return 0.0, 1.0
         if metric in ("logprob", "ref_logprob"):
@@ -454,14 +459,21 @@ class Run:
             raise KeyError(f"no token metric {metric!r}; this run has {', '.join(self.token_metrics)}")
         key = (metric, scope, tuple(sorted(steps)) if steps is not None and scope == "step" else None)
         if key not in self._domains:
+            # a fixed, spread-out subset of samples is enough for a p99, and keeps this fast on
+            # runs of hundreds of millions of tokens (only their row groups are read)
             cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
+            ids = [i for (i,) in self._con.execute(
+                f"SELECT sample_id FROM _nums {cond} ORDER BY hash(sample_id) LIMIT {DOMAIN_SAMPLES}").fetchall()]
+            toks = self.tokens(ids)
+            vals = toks[metric].to_numpy(dtype="float64", na_value=np.nan) if metric in toks else np.zeros(0)
+            vals = vals[np.isfinite(vals)]
             if metric in SIGNED_METRICS:
-                (q,) = self._con.execute(f"SELECT quantile_cont(abs({metric}), 0.99) FROM tokens {cond}").fetchall()[0]
-                q = float(q) if q is not None and q > 0 else 1.0
+                q = float(np.quantile(np.abs(vals), 0.99)) if len(vals) else 0.0
+                q = q if q > 0 else 1.0
                 self._domains[key] = (-q, q)
             else:
-                (q,) = self._con.execute(f"SELECT quantile_cont({metric}, 0.99) FROM tokens {cond}").fetchall()[0]
-                self._domains[key] = (0.0, float(q) if q is not None and q > 0 else 1.0)
+                q = float(np.quantile(vals, 0.99)) if len(vals) else 0.0
+                self._domains[key] = (0.0, q if q > 0 else 1.0)
         return self._domains[key]
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
