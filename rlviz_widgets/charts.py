@@ -75,8 +75,8 @@ def _run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool
     detail = [alt.Detail("run:N")] if multi_run else []
     dash = alt.StrokeDash("run:N", title="run") if multi_run else alt.StrokeDash("series:N", legend=None)
     curves = alt.Chart(alt.Data(name="curves"))
-    band = curves.mark_area(opacity=0.18).encode(x=x, y=alt.Y("lo:Q", title="reward"), y2="hi:Q", color=color,
-                                                 *detail)
+    band = curves.mark_area(opacity=0.18).encode(*detail, x=x, y=alt.Y("lo:Q", title="reward"), y2="hi:Q",
+                                                 color=color)
     line = curves.mark_line().encode(
         x=x, y="mean:Q", color=color, strokeDash=dash,
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("series:N"), alt.Tooltip("run:N"),

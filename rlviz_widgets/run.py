@@ -405,7 +405,7 @@ class Run:
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:
-            return self._con.execute(f"SELECT {cols} FROM samples WHERE false").df()
+            return self._con.execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
         sql = self._samples_sql(parts, lines=by_file)
         df = self._con.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
         order = {sid: k for k, sid in enumerate(ids)}

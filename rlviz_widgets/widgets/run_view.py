@@ -69,7 +69,14 @@ class RunView(W.VBox):
     selected_tokens = traitlets.Instance(pd.DataFrame, allow_none=True)
     """The tokens of the picked samples, one row per token."""
 
-    def __init__(self, source: Run | str | os.PathLike | list, *, bins: int = 30, **open_run_options):
+    follow = traitlets.Bool(False)
+    """Watch the logs of a run still training: new lines and files appear every few seconds."""
+
+    follow_interval = traitlets.Float(3.0)
+    """Seconds between two looks at the logs while following."""
+
+    def __init__(self, source: Run | str | os.PathLike | list, *, bins: int = 30, follow: bool = False,
+                 follow_interval: float = 3.0, **open_run_options):
         self.run = source if isinstance(source, Run) else open_run(source, **open_run_options)
         if isinstance(source, Run) and open_run_options:
             raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")
@@ -127,6 +134,10 @@ class RunView(W.VBox):
         self.clear_button.on_click(lambda _: self.clear())
         self.table.observe(self._on_count, "row_count")
         self._on_count()
+        self._header = header
+        self._follow_task = None
+        self.follow_interval = follow_interval
+        self.follow = follow
 
     # -- the Python API ----------------------------------------------------------------------------
     def filter(self, steps=_UNSET, reward=_UNSET, search: str | None = None, where: str | None = None) -> RunView:
@@ -275,6 +286,68 @@ class RunView(W.VBox):
         total = self.run.n_samples
         self.status.value = (f"<span class='rlv-count'>{n:,} of {total:,} samples</span>"
                              if n != total else f"<span class='rlv-count'>{total:,} samples</span>")
+
+    # -- a run still training ----------------------------------------------------------------------
+    def poll(self) -> bool:
+        """Read what was appended to the logs since the last look; update every part. True if anything changed."""
+        changed = self.run.refresh()
+        if changed:
+            self._data_changed()
+        return changed
+
+    def _data_changed(self) -> None:
+        """The run grew: redraw curves and counts; brushes, sort and selection stay where they are."""
+        values = self.run.step_values
+        if values:
+            self._syncing = True
+            try:
+                current = self.step_slider.value
+                self.step_slider.options = [(str(s), s) for s in values]
+                if current in values:
+                    self.step_slider.value = current
+            finally:
+                self._syncing = False
+        self._header.value = self._header_html()
+        self.chart.refresh_view()
+        self.table.reload()
+        self.strip.refresh_view()
+        self._on_count()
+        for name in ("filtered", "selected", "selected_tokens"):
+            self._refresh_frame(name)
+
+    @traitlets.observe("follow")
+    def _on_follow(self, change) -> None:
+        import asyncio
+
+        if change["new"] and self._follow_task is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is None:  # a plain script: no event loop to wait in without blocking
+                self.follow = False
+                raise RuntimeError("follow=True needs a running event loop, as in Jupyter; "
+                                   "call view.poll() to look at the logs yourself")
+            self._follow_task = loop.create_task(self._follow_loop())
+        elif not change["new"] and self._follow_task is not None:
+            self._follow_task.cancel()
+            self._follow_task = None
+
+    async def _follow_loop(self) -> None:
+        import asyncio
+        import logging
+
+        try:
+            while self.follow:
+                await asyncio.sleep(self.follow_interval)
+                try:
+                    self.poll()
+                except Exception as e:  # noqa: BLE001 - shown in the view, then we keep watching
+                    logging.getLogger("rlviz_widgets").exception("follow: reading the logs failed")
+                    self.status.value = ("<span style='color: var(--jp-error-color1, #c00)'>follow: "
+                                         f"{html.escape(str(e))}</span>")
+        finally:
+            self._follow_task = None
 
     # -- pieces ------------------------------------------------------------------------------------
     def _full(self, rng, kind: str):

@@ -1,0 +1,149 @@
+"""RunView without a browser: the Python API, the links between its parts, following a run that grows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pandas as pd
+import pytest
+import traitlets
+
+import rlviz_widgets as rw
+from rlviz_widgets.synth import make_record, write_log
+
+
+@pytest.fixture
+def logs(tmp_path):
+    write_log(tmp_path / "logs", steps=6, samples_per_step=20, tokens=24, ranks=2, seed=4)
+    return tmp_path / "logs"
+
+
+@pytest.fixture
+def view(logs, cache_dir):
+    return rw.RunView(logs, cache_dir=cache_dir, progress=False)
+
+
+def test_filter_moves_brushes_table_and_frames(view):
+    s = view.run.samples
+    view.filter(steps=(2, 4), reward=(0.0, None), where="kl_mean > 0")
+    want = s[(s.step >= 2) & (s.step <= 4) & (s.reward >= 0) & (s.kl_mean > 0)]
+    assert view.table.row_count == len(want) == len(view.filtered)
+    assert sorted(view.filtered.sample_id) == sorted(want.sample_id)
+    assert view.chart.selections["steps_brush"] == {"step": [2.0, 4.0]}
+    assert view.chart.selections["reward_brush"]["bin_start"][0] == 0.0
+    assert view.chart.selections["reward_brush"]["bin_start"][1] == pytest.approx(s.reward.max())
+    view.filter(steps=None)  # only what is given changes
+    assert view.steps is None and view.reward == (0.0, None) and view.chart.selections["steps_brush"] is None
+    view.clear()
+    assert view.table.row_count == len(s) and view.where == "" and view.reward is None
+
+
+def test_brush_from_the_chart_reaches_the_traits(view):
+    view.chart.selections = {"steps_brush": {"step": [1.2, 3.7]}, "reward_brush": {"bin_start": [-1, 1]}}
+    assert view.steps == (1.2, 3.7) and view.reward == (-1.0, 1.0)
+    f = view.filtered
+    assert f.step.between(2, 3).all() and f.reward.between(-1, 1).all() and len(f) == view.table.row_count
+    view.chart.selections = {"steps_brush": None, "reward_brush": None}
+    assert view.steps is None and view.reward is None
+
+
+def test_traits_are_observable_and_linkable(view):
+    seen = []
+    view.observe(lambda c: seen.append(len(c["new"])), "filtered")
+    view.filter(steps=(0, 0))
+    assert seen == [20]
+    box = traitlets.HasTraits()
+    box.add_traits(metric=traitlets.Unicode())
+    traitlets.link((view, "color_by"), (box, "metric"))
+    box.metric = "log_ratio"
+    assert view.strip.color_by == "log_ratio"
+    with pytest.raises(traitlets.TraitError):
+        view.steps = (1, 2, 3)
+
+
+def test_selection_opens_detail_and_tokens(view):
+    sid = int(view.run.samples.sample_id.iloc[5])
+    view.table.selected_ids = [sid]  # as a click in the table does
+    assert view.selected_ids == [sid] and view.selected.sample_id.tolist() == [sid]
+    assert view.strip.sample_ids == [sid]
+    assert len(view.selected_tokens) == int(view.selected.n_tokens.iloc[0])
+    assert str(sid) in view.detail.value
+
+
+def test_detail_escapes_model_text(logs, cache_dir):
+    rec = make_record(random.Random(1), 0, 0, 6, progress=0.0)
+    rec["response"] = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    with open(logs / "rollout_rank0.jsonl", "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    view = rw.RunView(logs, cache_dir=cache_dir, progress=False)
+    sid = int(view.run.sql("select sample_id from samples where response like '%onerror%'").sample_id[0])
+    view.selected_ids = [sid]
+    assert "<img" not in view.detail.value and "<script>" not in view.detail.value
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in view.detail.value
+
+
+def test_step_navigation_uses_real_step_values(tmp_path, cache_dir):
+    write_log(tmp_path / "gappy", steps=4, samples_per_step=4, tokens=8, ranks=1, step_gap=50)
+    view = rw.RunView(tmp_path / "gappy", cache_dir=cache_dir, progress=False)
+    assert [v for _, v in view.step_slider.options] == [0, 50, 100, 150]
+    view.next_button.click()
+    assert view.steps == (0, 0)
+    view.next_button.click()
+    assert view.steps == (50, 50) and view.step_slider.value == 50
+    view.prev_button.click()
+    assert view.steps == (0, 0)
+    view.step_slider.value = 150
+    assert view.steps == (150, 150) and view.table.row_count == 4
+
+
+def test_poll_reads_appended_lines_and_keeps_the_users_state(logs, view):
+    view.filter(steps=(1, 3))
+    view.table.sort_by, view.table.sort_desc = "reward", True
+    picked = int(view.filtered.sample_id.iloc[0])
+    view.selected_ids = [picked]
+    gen = view.chart.generation
+    with open(logs / "rollout_rank1.jsonl", "a") as f:
+        for i in range(7):
+            f.write(json.dumps(make_record(random.Random(i), 6, i, 10, progress=1.0)) + "\n")
+        f.write('{"prompt": "still writ')  # a job in the middle of a line
+    assert view.poll() is True
+    assert 6 in view.run.step_values and view.step_slider.options[-1] == ("6", 6)
+    assert view.chart.generation > gen and view.steps == (1.0, 3.0)
+    assert view.table.sort_by == "reward" and view.selected_ids == [picked]
+    assert view.run.n_samples == 127
+    assert "incomplete_last_line" in set(view.run.problems.kind)
+    with open(logs / "rollout_rank1.jsonl", "a") as f:
+        rest = json.dumps(make_record(random.Random(9), 6, 9, 10, progress=1.0))[len('{"prompt": "still writ'):]
+        f.write(rest + "\n")
+    assert view.poll() is True and view.run.n_samples == 128
+    assert view.poll() is False
+
+
+def test_follow_polls_in_the_event_loop(logs, view):
+    async def scenario():
+        view.follow_interval = 0.05
+        view.follow = True
+        with open(logs / "rollout_rank0.jsonl", "a") as f:
+            f.write(json.dumps(make_record(random.Random(3), 7, 0, 10, progress=1.0)) + "\n")
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if 7 in view.run.step_values:
+                break
+        view.follow = False
+        await asyncio.sleep(0.1)
+        return view.run.step_values, view._follow_task
+
+    steps, task = asyncio.run(scenario())
+    assert 7 in steps and task is None
+
+
+def test_follow_without_an_event_loop_says_what_to_do(view):
+    with pytest.raises(RuntimeError, match="poll"):
+        view.follow = True
+    assert view.follow is False
+
+
+def test_frames_are_dataframes(view):
+    assert isinstance(view.filtered, pd.DataFrame) and isinstance(view.selected, pd.DataFrame)
