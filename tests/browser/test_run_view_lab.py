@@ -129,3 +129,40 @@ def test_run_view_in_notebook7(notebook7, browser, lab_root, artifacts):
     finally:
         ctx.close()
     assert requests and not [u for u in requests if not is_local(u)]
+
+
+def test_run_view_follows_a_growing_log(page, lab, lab_root):
+    import json
+    import random
+
+    from rlviz_widgets.synth import make_record, write_log
+
+    folder = lab_root / "growing"
+    write_log(folder, steps=5, samples_per_step=16, tokens=20, ranks=2, seed=2)
+    write_notebook(lab_root / "follow.ipynb", [
+        "import rlviz_widgets as rw\nview = rw.RunView('growing', progress=False, follow=True, follow_interval=1.0)\n"
+        "view"])
+    nb = Notebook(page, lab, "follow.ipynb")
+    nb.run_all()
+    _wait_rendered(page)
+    nb.exec("view.filter(steps=(1, 3))")
+    brush = ("(() => { const s = document.querySelector('.rlv-chart')._rlvView.signal('steps_brush');"
+             " return s && s.step && s.step[0] === 1 && s.step[1] === 3; })()")
+    page.wait_for_function(brush, timeout=20_000)
+    expect(page.locator(".rlv-count").first).to_contain_text("48 of 80")
+
+    # the job writes a new step, the last line only half at first
+    lines = [json.dumps(make_record(random.Random(i), 5, i, 20, progress=1.0)) for i in range(8)]
+    with open(folder / "rollout_rank0.jsonl", "a") as f:
+        f.write("\n".join(lines[:7]) + "\n" + lines[7][:40])
+        f.flush()
+    page.wait_for_function(
+        "document.querySelector('.rlv-chart')._rlvView.data('steps').some(d => d.step === 5)", timeout=30_000)
+    expect(page.locator(".rlv-count").first).to_contain_text("48 of 87", timeout=20_000)
+    with open(folder / "rollout_rank0.jsonl", "a") as f:
+        f.write(lines[7][40:] + "\n")
+    expect(page.locator(".rlv-count").first).to_contain_text("48 of 88", timeout=20_000)
+    assert page.evaluate(brush)  # the user's brush is still there
+    assert nb.eval("view.steps") == [1.0, 3.0] and nb.eval("view.follow") is True
+    nb.exec("view.follow = False")
+    assert nb.eval("view._follow_task is None") is True
