@@ -93,7 +93,7 @@ def write_log(folder: str | Path, *, steps: int = 10, samples_per_step: int = 64
                 group = prompt = None
                 if group_size:
                     group = i // group_size
-                    prompt = f"Question {group}: what is {group % 13} + {step % 7}?"
+                    prompt = f"Question {group}: what is {group % 13} + 1?"  # the same prompts recur every step
                 rec = make_record(rng, step, i, n, progress=progress, group=group, prompt=prompt)
                 handles[i % ranks].write(json.dumps(rec, ensure_ascii=False) + "\n")
     finally:

@@ -10,6 +10,7 @@ import pandas as pd
 import traitlets
 
 from .. import charts
+from .. import groups as groupsmod
 from ..run import Run, open_run
 from .chart import ChartWidget
 from .sample_table import SampleTable
@@ -116,7 +117,7 @@ class RunView(W.VBox):
             self.chart,
             W.HBox([self.step_slider, self.prev_button, self.next_button, self.clear_button, self.status],
                    layout=W.Layout(flex_flow="row wrap", align_items="center")),
-            self.table, self.detail, self.strip,
+            self._tabs(),
         ])
         self.add_class("rlv-run-view")
         self.color_by = self.strip.color_by
@@ -287,6 +288,101 @@ class RunView(W.VBox):
         self.status.value = (f"<span class='rlv-count'>{n:,} of {total:,} samples</span>"
                              if n != total else f"<span class='rlv-count'>{total:,} samples</span>")
 
+    # -- GRPO groups ---------------------------------------------------------------------------------
+    def _tabs(self) -> W.Tab:
+        self.samples_box = W.VBox([self.table, self.detail, self.strip])
+        self.groups_box = W.VBox([W.HTML("<i>computing groups…</i>")])
+        tabs = W.Tab(children=[self.samples_box, self.groups_box])
+        tabs.set_title(0, "samples")
+        tabs.set_title(1, "GRPO groups")
+        tabs.observe(self._on_tab, "selected_index")
+        self.tabs = tabs
+        self.group_table = None
+        return tabs
+
+    @property
+    def groups(self) -> pd.DataFrame:
+        """One row per GRPO group (prompt x step, or the log's own group ids) with reward spread."""
+        if getattr(self, "_groups", None) is None:
+            self._groups = groupsmod.groups(self.run)
+        return self._groups
+
+    def _on_tab(self, change) -> None:
+        if change["new"] == 1 and self.group_table is None:
+            self._build_groups()
+
+    def _groups_frame(self) -> pd.DataFrame:
+        df = self.groups.drop(columns=["sample_ids"]).copy()
+        df.insert(0, "sample_id", range(len(df)))  # the table's row id: the group's position
+        return df
+
+    def _build_groups(self) -> None:
+        df = self._groups_frame()
+        cols = [c for c in ("step", "size", "reward_mean", "reward_std", "reward_range", "zero_spread",
+                            "advantage_mean", "prompt") if c in df]
+        self.group_table = SampleTable(df, columns=cols, height=260)
+        self.group_table.sort_by, self.group_table.sort_desc = "reward_std", True
+        self.group_summary = W.HTML(self._groups_summary())
+        self.group_detail = W.HTML()
+        self.group_strip = TokenStrip(self.run, [], color_by=self.strip.color_by, scale_scope="step",
+                                      show_table=False)
+        self.group_strip.layout.display = "none"
+        self.prompt_history = W.HTML()
+        self.group_table.observe(self._on_group_pick, "selected_ids")
+        self.groups_box.children = [self.group_summary, self.group_table, self.group_detail, self.group_strip,
+                                    self.prompt_history]
+
+    def _groups_summary(self) -> str:
+        g = self.groups
+        if not len(g):
+            return "<i>no samples</i>"
+        multi = g[g["size"] > 1]
+        if not len(multi):
+            return ("<div class='rlv-groups-summary'>Every prompt has a single response at each step: "
+                    "no GRPO groups in this log.</div>")
+        zero = int(multi["zero_spread"].sum())
+        return (f"<div class='rlv-groups-summary'><b>{len(multi):,}</b> groups of {int(multi['size'].min())}–"
+                f"{int(multi['size'].max())} responses · <b style='color: var(--jp-warn-color0, #b45309)'>"
+                f"{zero:,}</b> with zero reward spread (no learning signal) · sort the table by reward_std or "
+                f"zero_spread; click a group to see its responses</div>")
+
+    def _on_group_pick(self, change) -> None:
+        if not change["new"]:
+            self.group_detail.value = ""
+            self.group_strip.layout.display = "none"
+            return
+        row = self.groups.iloc[int(change["new"][-1])]
+        members = groupsmod.group_samples(self.run, row["group"])
+        cards = []
+        for _, r in members.iterrows():
+            adv = "" if "advantage" not in r or pd.isna(r.get("advantage")) else f" · advantage {r['advantage']:.3g}"
+            cards.append(f"<div class='rlv-group-card' style='border: 1px solid var(--jp-border-color2, #ddd); "
+                         f"border-radius: 3px; padding: 4px; min-width: 220px; flex: 1'>"
+                         f"<div style='font-size: 11px'>sample {int(r['sample_id'])} · reward "
+                         f"<b>{'–' if pd.isna(r['reward']) else format(r['reward'], '.4g')}</b>{adv}</div>"
+                         f"<pre style='white-space: pre-wrap; margin: 2px 0; font-size: 12px; max-height: 160px; "
+                         f"overflow: auto'>{html.escape(str(r['response'] or ''))}</pre></div>")
+        self.group_detail.value = (
+            f"<div class='rlv-group-detail' style='color: var(--jp-ui-font-color1, #222)'>"
+            f"<div style='margin: 6px 0'>group <code>{html.escape(str(row['group']))}</code> · step "
+            f"{int(row['step'])} · prompt:</div><pre style='white-space: pre-wrap; font-size: 12px'>"
+            f"{html.escape(str(row['prompt'] or ''))}</pre>"
+            f"<div style='display: flex; gap: 6px; overflow-x: auto'>{''.join(cards)}</div></div>")
+        if self._has_tokens:
+            self.group_strip.sample_ids = [int(i) for i in members["sample_id"].head(16)]
+            self.group_strip.layout.display = None
+        hist = groupsmod.prompt_history(self.run, row["prompt"]) if row["prompt"] is not None else pd.DataFrame()
+        if len(hist) > 1:
+            rows = "".join(f"<tr><td>{int(h['step'])}</td><td>{int(h['responses'])}</td><td>{h['reward_mean']:.4g}"
+                           f"</td><td>{h['reward_std']:.3g}</td><td>{h['reward_min']:.4g} … {h['reward_max']:.4g}"
+                           f"</td></tr>" for _, h in hist.iterrows())
+            self.prompt_history.value = (
+                "<div class='rlv-prompt-history'><b>The same prompt across steps</b><table style='font-size: 12px'>"
+                "<tr><th>step</th><th>responses</th><th>reward mean</th><th>std</th><th>range</th></tr>"
+                f"{rows}</table></div>")
+        else:
+            self.prompt_history.value = "<i>this prompt appears at one step only</i>"
+
     # -- a run still training ----------------------------------------------------------------------
     def poll(self) -> bool:
         """Read what was appended to the logs since the last look; update every part. True if anything changed."""
@@ -311,6 +407,10 @@ class RunView(W.VBox):
         self.chart.refresh_view()
         self.table.reload()
         self.strip.refresh_view()
+        self._groups = None
+        if self.group_table is not None:
+            self.group_table.replace_data(self._groups_frame())
+            self.group_summary.value = self._groups_summary()
         self._on_count()
         for name in ("filtered", "selected", "selected_tokens"):
             self._refresh_frame(name)

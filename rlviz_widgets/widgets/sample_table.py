@@ -71,6 +71,14 @@ class SampleTable(RpcWidget):
         ids = self._source.ids(self.search, self.where, self.sort_by, self.sort_desc)
         return self._source.rows(ids, list(dict.fromkeys(["sample_id", *self.visible_columns])))
 
+    def replace_data(self, data: Run | pd.DataFrame) -> None:
+        """Show other data (same columns where they exist); sort, search and selection are kept."""
+        self._data = data
+        self._source = TableSource.from_run(data) if isinstance(data, Run) else TableSource.from_frame(data)
+        cols = [c for c in self.visible_columns if c in self._source.kinds] or self._source.default_columns()
+        self.columns = self._source.column_info(cols)
+        self._query_changed(None)
+
     def reload(self) -> None:
         """Re-read column ranges and counts (after the data grew) and redraw."""
         self._source = TableSource.from_run(self._data) if isinstance(self._data, Run) else self._source
