@@ -166,3 +166,27 @@ def test_run_view_follows_a_growing_log(page, lab, lab_root):
     assert nb.eval("view.steps") == [1.0, 3.0] and nb.eval("view.follow") is True
     nb.exec("view.follow = False")
     assert nb.eval("view._follow_task is None") is True
+
+
+def test_run_view_grpo_groups(page, lab, lab_root):
+    from rlviz_widgets.synth import write_log
+
+    write_log(lab_root / "grpo", steps=4, samples_per_step=32, tokens=16, ranks=2, group_size=8, seed=3)
+    write_notebook(lab_root / "groups.ipynb", [
+        "import rlviz_widgets as rw\nview = rw.RunView('grpo', progress=False)\nview.tabs.selected_index = 1\nview"])
+    nb = Notebook(page, lab, "groups.ipynb")
+    nb.run_all()
+    expect(page.locator(".rlv-groups-summary").first).to_contain_text("16 groups of 8", timeout=90_000)
+    table = page.locator(".rlv-run-view .rlv-sample-table").nth(1)
+    expect(table.locator(".rlv-row[data-id]").first).to_be_visible(timeout=30_000)
+    expect(table.locator('.rlv-th[data-col="reward_std"]')).to_be_visible()
+    # sorted by reward spread, widest first
+    stds = nb.eval("view.group_table.shown.reward_std.head(3).tolist()")
+    assert stds == sorted(stds, reverse=True)
+    table.locator(".rlv-row[data-id]").first.click()
+    expect(page.locator(".rlv-group-card").first).to_be_visible(timeout=20_000)
+    assert page.locator(".rlv-group-card").count() == 8
+    strips = page.locator(".rlv-run-view .rlv-token-strip").nth(1).locator(".rlv-strip")
+    expect(strips.first).to_be_visible(timeout=20_000)
+    assert strips.count() == 8
+    expect(page.locator(".rlv-prompt-history").first).to_contain_text("across steps")
