@@ -47,7 +47,13 @@ const CSS = `
   --rlv-border: var(--jp-border-color2, #ddd);
   --rlv-brand: var(--jp-brand-color1, #1976d2);
   --rlv-neg: var(--jp-error-color1, #d32f2f);
-  --rlv-sel: var(--jp-brand-color3, #bbdefb);
+  /* Selection: a translucent tint of the brand colour over the row (fallback rgba where color-mix
+     is missing) plus a solid brand edge; the text keeps the theme's font colour, so it keeps the
+     theme's contrast (light: ≈12:1, dark: ≈10:1 on the tint, ≥ 7:1 with a value bar on top). */
+  --rlv-sel-fallback: rgba(25, 118, 210, 0.16);
+  --rlv-sel-pct: 16%;
+  --rlv-sel-hover-pct: 24%;
+  --rlv-bar-alpha: .22;
   font-family: var(--jp-ui-font-family, sans-serif);
   font-size: var(--jp-ui-font-size1, 13px);
   color: var(--rlv-fg);
@@ -65,7 +71,10 @@ const CSS = `
   --rlv-border: var(--jp-border-color2, #444);
   --rlv-brand: var(--jp-brand-color1, #64b5f6);
   --rlv-neg: var(--jp-error-color1, #ef5350);
-  --rlv-sel: var(--jp-brand-color3, #1e3a5f);
+  --rlv-sel-fallback: rgba(100, 181, 246, 0.2);
+  --rlv-sel-pct: 22%;
+  --rlv-sel-hover-pct: 30%;
+  --rlv-bar-alpha: .3;
 }
 .rlv-sample-table * { box-sizing: border-box; }
 .rlv-toolbar { display: flex; align-items: center; gap: 10px; padding: 4px 6px; border-bottom: 1px solid var(--rlv-border); background: var(--rlv-bg2); }
@@ -88,14 +97,16 @@ const CSS = `
 .rlv-spacer { position: relative; }
 .rlv-row { position: absolute; left: 0; right: 0; height: ${ROW_HEIGHT}px; line-height: ${ROW_HEIGHT}px; border-bottom: 1px solid var(--rlv-border); cursor: default; }
 .rlv-row:hover { background: var(--rlv-bg2); }
-.rlv-row.rlv-selected { background: var(--rlv-sel); }
-.rlv-row.rlv-cursor { box-shadow: inset 2px 0 0 var(--rlv-brand); }
+.rlv-row.rlv-selected { color: var(--rlv-fg); background: var(--rlv-sel-fallback); background: color-mix(in srgb, var(--rlv-brand) var(--rlv-sel-pct), transparent); box-shadow: inset 3px 0 0 var(--rlv-brand); }
+.rlv-row.rlv-selected:hover { background: color-mix(in srgb, var(--rlv-brand) var(--rlv-sel-hover-pct), transparent); }
+.rlv-row.rlv-cursor { box-shadow: inset 0 0 0 1px var(--rlv-brand); }
+.rlv-row.rlv-selected.rlv-cursor { box-shadow: inset 3px 0 0 var(--rlv-brand), inset 0 0 0 1px var(--rlv-brand); }
 .rlv-row.rlv-loading .rlv-td { color: var(--rlv-muted); }
 .rlv-td { position: relative; padding: 0 6px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; border-right: 1px solid var(--rlv-border); }
 .rlv-num { text-align: right; font-variant-numeric: tabular-nums; }
 .rlv-td.rlv-null { background: repeating-linear-gradient(135deg, transparent 0 4px, var(--rlv-bg2) 4px 8px); }
 .rlv-val { position: relative; }
-.rlv-bar { position: absolute; top: 5px; bottom: 5px; background: var(--rlv-brand); opacity: .22; pointer-events: none; }
+.rlv-bar { position: absolute; top: 5px; bottom: 5px; background: var(--rlv-brand); opacity: var(--rlv-bar-alpha); pointer-events: none; }
 .rlv-bar.rlv-neg { background: var(--rlv-neg); }
 .rlv-text { padding-left: 16px; }
 .rlv-expand { position: absolute; left: 2px; top: 0; width: 13px; border: 0; padding: 0; background: none; color: var(--rlv-muted); cursor: pointer; font: inherit; line-height: ${ROW_HEIGHT}px; visibility: hidden; }

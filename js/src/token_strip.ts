@@ -10,7 +10,6 @@ import { createRpc, float32, type AnyModel } from "./lib/rpc";
 import type { DomainReply, StripSample, StripsReply } from "./lib/protocol";
 import { decodeTokens, groupUnits, textPieces, unitLabel, visibleText, type DisplayToken, type TokenUnit } from "./lib/token_text";
 import {
-  chipColors,
   css,
   cssGradient,
   formatValue,
@@ -21,12 +20,17 @@ import {
   scaleFor,
   sameScale,
   scaleFromDomain,
-  scaleTicks,
-  valueColor,
+  layoutTicks,
+  colorLut,
+  lutIndex,
+  clipOf,
   type RGB,
   type Scale,
 } from "./lib/color";
 import { isDark, pageBackground, watchTheme } from "./lib/theme";
+
+/** Token text that needs textPieces (newline, tab, a run of spaces, or only spaces); the rest is shown as is. */
+const SPECIAL_WS = /[\n\r\t]| {2}|^ +$/;
 
 /** Tooltip metric order (the ones RL Logging Board shows first); others follow in reply order. */
 const METRIC_ORDER = ["token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value", "advantage"];
@@ -35,6 +39,9 @@ const METRIC_ORDER = ["token_reward", "kl", "log_ratio", "logprob", "ref_logprob
 const EAGER_TOKENS = 20000;
 /** Table columns built at a time. */
 const TABLE_CHUNK = 300;
+/** Legend ramp width and tick label font size (px): the tick layout is computed from them. */
+const RAMP_WIDTH = 180;
+const TICK_FONT_PX = 11;
 
 const SCOPES: [string, string][] = [
   ["sample", "this sample"],
@@ -49,12 +56,10 @@ const STYLE = `
 .rlv-header label{display:inline-flex;align-items:center;gap:4px;color:var(--rlv-fg2)}
 .rlv-header select{font:inherit;color:var(--rlv-fg);background:var(--rlv-bg);border:1px solid var(--rlv-border);border-radius:2px}
 .rlv-legend{display:inline-flex;align-items:flex-start;gap:10px;color:var(--rlv-fg2);font-size:11px}
-.rlv-ramp-box{display:inline-block;width:180px}
+.rlv-ramp-box{display:inline-block;width:${RAMP_WIDTH}px}
 .rlv-ramp{height:10px;border:1px solid var(--rlv-border)}
-.rlv-ticks{position:relative;height:14px}
-.rlv-ticks span{position:absolute;transform:translateX(-50%);white-space:nowrap}
-.rlv-ticks span:first-child{transform:none}
-.rlv-ticks span:last-child{transform:translateX(-100%)}
+.rlv-ticks{position:relative;height:14px;font-size:${TICK_FONT_PX}px;line-height:14px}
+.rlv-ticks span{position:absolute;top:0;white-space:nowrap}
 .rlv-swatch{display:inline-block;width:12px;height:10px;border:1px solid var(--rlv-border);vertical-align:middle;margin-right:3px}
 .rlv-error{color:var(--jp-error-color1,#c62828);margin:4px 0;white-space:pre-wrap}
 .rlv-error[hidden],.rlv-tooltip[hidden]{display:none}
@@ -62,14 +67,15 @@ const STYLE = `
 .rlv-strips:focus-visible{box-shadow:0 0 0 2px var(--rlv-accent)}
 .rlv-strip{margin:0 0 10px}
 .rlv-strip-label{color:var(--rlv-fg2);font-size:11px;margin-bottom:2px}
-.rlv-strip-body{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);line-height:1.75;overflow-wrap:anywhere}
-.rlv-tok{position:relative;white-space:pre-wrap;border-radius:2px;cursor:pointer}
+.rlv-strip-body{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);line-height:1.75;overflow-wrap:anywhere;white-space:pre-wrap}
+.rlv-tok{border-radius:2px;cursor:pointer}
 .rlv-ws{opacity:.55}
 .rlv-badge{box-shadow:inset 0 0 0 1px currentColor;padding:0 3px;margin:0 1px;font-size:.85em;border-radius:3px}
 .rlv-pad{box-shadow:none;border:1px dashed currentColor}
 .rlv-partial{text-decoration:underline dotted}
 .rlv-cont:empty::after{content:"\\25CC";opacity:.5}
 .rlv-invalid{font-style:italic}
+.rlv-clip-hi,.rlv-clip-lo,.rlv-tok.rlv-active,.rlv-tok.rlv-pinned{position:relative}
 .rlv-clip-hi::after,.rlv-clip-lo::after{content:"";position:absolute;right:0;border:3px solid transparent;pointer-events:none}
 .rlv-clip-hi::after{top:0;border-top-color:currentColor;border-right-color:currentColor}
 .rlv-clip-lo::after{bottom:0;border-bottom-color:currentColor;border-right-color:currentColor}
@@ -181,6 +187,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
   // ------------------------------------------------------------ state
   let reply: StripsReply | null = null;
   let views: SampleView[] = [];
+  let localMemo: { metric: string; scales: Scale[] } | null = null;
   let scales: Scale[] = [];
   let localError = "";
   let fetchSeq = 0;
@@ -247,12 +254,12 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     ramp.setAttribute("role", "img");
     ramp.setAttribute("aria-label", `${metric} colour scale from ${formatValue(sc.lo)} to ${formatValue(sc.hi)}`);
     const ticks = el(doc, "div", "rlv-ticks");
-    const tv = scaleTicks(sc);
-    tv.forEach((v) => {
-      const t = el(doc, "span", undefined, formatValue(v));
-      t.style.left = `${((v - sc.lo) / (sc.hi - sc.lo)) * 100}%`;
-      ticks.appendChild(t);
-    });
+    // Labels placed so they never overlap (the ones that would are left out; the limits stay).
+    for (const t of layoutTicks(sc, RAMP_WIDTH, TICK_FONT_PX)) {
+      const span = el(doc, "span", undefined, t.label);
+      span.style.left = `${t.left.toFixed(1)}px`;
+      ticks.appendChild(span);
+    }
     box.append(ramp, ticks);
     const info = el(doc, "div", "rlv-legend-info");
     const where = scope() === "sample" && views.length > 1 ? ` · sample ${views[idx]?.sample.sample_id}` : "";
@@ -271,17 +278,22 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
   }
 
   // ------------------------------------------------------------ strips
-  function buildChip(s: number, u: TokenUnit, cls: string): HTMLElement {
-    const chip = doc.createElement("span");
-    chip.className = cls;
-    chip.setAttribute("data-s", String(s));
+  /** One chip: a shallow clone of `proto` (class, colour and data-s already set) with its position and text. */
+  function buildChip(proto: HTMLElement, u: TokenUnit): HTMLElement {
+    const chip = proto.cloneNode(false) as HTMLElement;
     chip.setAttribute("data-i", String(u.start));
     if (u.count > 1) chip.setAttribute("data-n", String(u.count));
     if (u.kind !== "text") {
       chip.textContent = unitLabel(u);
       return chip;
     }
-    const pieces = textPieces(u.token.text);
+    const text = u.token.text;
+    if (!SPECIAL_WS.test(text)) {
+      // the common case: no newline, tab, space run or all-space token, so shown as it is
+      chip.textContent = text;
+      return chip;
+    }
+    const pieces = textPieces(text);
     if (pieces.length === 1 && pieces[0].kind === "text") {
       chip.textContent = pieces[0].text;
       return chip;
@@ -324,8 +336,8 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       return { sample, tokens, units, unitAt, values, chips: [], baseClass, built: false } as unknown as SampleView;
     });
     // Local scales first, so chips are coloured while still in the fragment (one style pass).
-    const metric = colorBy();
-    scales = views.map((sv) => scaleFor(metric, sv.values[metric] ?? []));
+    localMemo = null;
+    scales = localScales(colorBy());
     const frag = doc.createDocumentFragment();
     let budget = EAGER_TOKENS;
     const lazy: SampleView[] = [];
@@ -372,18 +384,51 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     hideTooltip();
   }
 
-  /** Builds the chips of strip `s` (once), in one fragment. */
+  /**
+   * Builds the chips of strip `s` (once), coloured, in one fragment inserted at once; nothing is
+   * read from the layout. Every chip is a shallow clone of a prototype per (class, colour step),
+   * so its class and colour style are copied, not parsed again for each of thousands of chips.
+   */
   function buildStrip(s: number) {
     const sv = views[s];
     if (!sv || sv.built) return;
     sv.built = true;
     const bf = doc.createDocumentFragment();
-    sv.chips = sv.units.map((u, k) => {
-      const chip = buildChip(s, u, sv.baseClass[k]);
+    const ds = String(s);
+    const units = sv.units;
+    const base = sv.baseClass;
+    const sc = scales[s];
+    const metric = colorBy();
+    const arr = sv.values[metric];
+    const lut = sc ? colorLut(sc.ramp, page, dark).style : null;
+    const protos = new Map<string, HTMLElement[]>();
+    const chips: HTMLElement[] = new Array(units.length);
+    for (let k = 0; k < units.length; k++) {
+      const u = units[k];
+      let cls = base[k];
+      let idx = 0;
+      if (sc) {
+        const v = !arr ? NaN : u.count === 1 ? arr[u.start] : unitValue(sv, u, metric);
+        idx = lutIndex(v, sc);
+        const clip = clipOf(v, sc);
+        if (clip > 0) cls += " rlv-clip-hi";
+        else if (clip < 0) cls += " rlv-clip-lo";
+      }
+      let byStep = protos.get(cls);
+      if (!byStep) protos.set(cls, (byStep = []));
+      let proto = byStep[idx];
+      if (!proto) {
+        proto = doc.createElement("span");
+        proto.className = cls;
+        proto.setAttribute("data-s", ds);
+        if (lut) proto.setAttribute("style", lut[idx]);
+        byStep[idx] = proto;
+      }
+      const chip = buildChip(proto, u);
+      chips[k] = chip;
       bf.appendChild(chip);
-      return chip;
-    });
-    colorStrip(s);
+    }
+    sv.chips = chips;
     sv.body.style.minHeight = "";
     sv.body.appendChild(bf);
   }
@@ -399,31 +444,40 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     });
   }
 
-  /** Colours the built chips of strip `s` on its scale (styles cached per distinct colour). */
+  /**
+   * Recolours the built chips of strip `s` on its scale: each value is quantized into the scale's
+   * precomputed lookup table (background and contrast-chosen text colour, per ramp and theme),
+   * so a chip costs one style write and, when its clip state changed, one class write.
+   */
   function colorStrip(s: number) {
     const sv = views[s];
     const sc = scales[s];
     if (!sv || !sv.built || !sc) return;
     const metric = colorBy();
-    const cache = new Map<string, string>();
-    sv.units.forEach((u, k) => {
-      const vc = valueColor(unitValue(sv, u, metric), sc);
-      const key = vc.rgb.join(",") + (vc.missing ? "m" : "");
-      let style = cache.get(key);
-      if (style === undefined) {
-        const { bg, fg } = chipColors(vc, page, dark);
-        style = `background-color:${css(bg)};color:${css(fg)}`;
-        cache.set(key, style);
-      }
-      const chip = sv.chips[k];
-      chip.setAttribute("style", style); // one attribute write: cheaper than per-property styles
-      let cls = sv.baseClass[k];
-      if (vc.clip > 0) cls += " rlv-clip-hi";
-      else if (vc.clip < 0) cls += " rlv-clip-lo";
-      if (active && active.s === s && active.u === k) cls += " rlv-active";
-      if (pinned && pinned.s === s && pinned.u === k) cls += " rlv-pinned";
+    const lut = colorLut(sc.ramp, page, dark).style;
+    const arr = sv.values[metric];
+    const units = sv.units;
+    const chips = sv.chips;
+    const base = sv.baseClass;
+    const act = active && active.s === s ? active.u : -1;
+    const pin = pinned && pinned.s === s ? pinned.u : -1;
+    for (let k = 0; k < units.length; k++) {
+      const u = units[k];
+      const v = !arr ? NaN : u.count === 1 ? arr[u.start] : unitValue(sv, u, metric);
+      const chip = chips[k];
+      chip.setAttribute("style", lut[lutIndex(v, sc)]); // one attribute write: cheaper than per-property styles
+      const clip = clipOf(v, sc);
+      let cls = clip > 0 ? base[k] + " rlv-clip-hi" : clip < 0 ? base[k] + " rlv-clip-lo" : base[k];
+      if (k === act) cls += " rlv-active";
+      if (k === pin) cls += " rlv-pinned";
       if (chip.className !== cls) chip.className = cls;
-    });
+    }
+  }
+
+  /** Per-sample scales of a metric for the current views (memoized: a fetch needs them twice). */
+  function localScales(metric: string): Scale[] {
+    if (localMemo?.metric !== metric) localMemo = { metric, scales: views.map((sv) => scaleFor(metric, sv.values[metric] ?? [])) };
+    return localMemo.scales;
   }
 
   /** Recomputes the colour scales for the current metric and scope, then recolours. */
@@ -434,7 +488,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     if (!force && key === scaleKey) return;
     scaleKey = key;
     const seq = ++scaleSeq;
-    const local = views.map((sv) => scaleFor(metric, sv.values[metric] ?? []));
+    const local = localScales(metric);
     const kind = metricKind(metric);
     const setScales = (next: Scale[]) => {
       const prev = scales;
@@ -471,7 +525,36 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
   const tableMore = el(doc, "button", "rlv-table-more");
   tableMore.type = "button";
 
+  let tableSeq = 0;
+  let disposed = false;
+
+  /**
+   * The table after new data: the strip goes first. The old table (other data) is removed at
+   * once; the new one is built after the next frame, i.e. once the chips are painted (then a
+   * task, so the build does not delay that paint). A 250 ms timer stands in for the frame in a
+   * hidden tab, where animation frames do not run.
+   */
+  function scheduleTable() {
+    if (!(views.length === 1 && model.get("show_table"))) return renderTable(); // nothing to build: clear now
+    tableWrap.replaceChildren();
+    tableWrap.hidden = true;
+    tableMore.hidden = true;
+    table = null;
+    const seq = ++tableSeq;
+    let started = false;
+    const go = () => {
+      if (started) return;
+      started = true;
+      setTimeout(() => {
+        if (seq === tableSeq && !disposed) guard("table", renderTable)();
+      }, 0);
+    };
+    if (view?.requestAnimationFrame) view.requestAnimationFrame(go);
+    setTimeout(go, 250);
+  }
+
   function renderTable() {
+    tableSeq++; // a deferred build still pending is superseded
     const sv = views.length === 1 && model.get("show_table") ? views[0] : null;
     if (!tableMore.isConnected) tableWrap.after(tableMore);
     tableWrap.replaceChildren();
@@ -511,12 +594,12 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     }
     head.appendChild(hf);
     for (const { tr, m, sc } of rows) {
+      const lut = colorLut(sc.ramp, page, dark).style;
       const frag = doc.createDocumentFragment();
       for (let k = table.shown; k < end; k++) {
         const v = unitValue(sv, sv.units[k], m);
         const td = el(doc, "td", undefined, formatValue(v, 4));
-        const { bg, fg } = chipColors(valueColor(v, sc), page, dark);
-        td.setAttribute("style", `background-color:${css(bg)};color:${css(fg)}`);
+        td.setAttribute("style", lut[lutIndex(v, sc)]);
         frag.appendChild(td);
       }
       tr.appendChild(frag);
@@ -774,7 +857,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       showErrors();
       syncMetricOptions();
       await updateScales(true);
-      renderTable();
+      scheduleTable();
       applyPinnedTrait();
     } catch (e) {
       if (seq === fetchSeq) fail("loading tokens", e);
@@ -859,6 +942,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
   void fetchStrips();
 
   return () => {
+    disposed = true;
     stopTheme();
     io?.disconnect();
     rpc.dispose();

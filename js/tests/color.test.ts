@@ -18,6 +18,13 @@ import {
   scaleTicks,
   textColorFor,
   valueColor,
+  layoutTicks,
+  labelWidth,
+  colorLut,
+  lutIndex,
+  clipOf,
+  LUT_STEPS,
+  LUT_MISSING,
   type RGB,
 } from "../src/lib/color";
 
@@ -192,5 +199,95 @@ describe("helpers", () => {
     expect(formatValue(0.0000123)).toBe("1.23e−5");
     expect(formatValue(Number.NaN)).toBe("–");
     expect(formatValue(0)).toBe("0");
+  });
+});
+
+describe("legend tick layout", () => {
+  const W = 180;
+  const noOverlap = (ticks: { left: number; width: number }[], gap = 6) => {
+    for (let i = 1; i < ticks.length; i++) expect(ticks[i].left).toBeGreaterThanOrEqual(ticks[i - 1].left + ticks[i - 1].width + gap - 1e-9);
+    for (const t of ticks) {
+      expect(t.left).toBeGreaterThanOrEqual(0);
+      expect(t.left + t.width).toBeLessThanOrEqual(W + 1e-9);
+    }
+  };
+
+  it("estimates label widths generously (digits 0.6em, the minus sign a little more)", () => {
+    expect(labelWidth("0", 10)).toBeCloseTo(6);
+    expect(labelWidth("−1.63", 10)).toBeGreaterThan(labelWidth("1.63", 10));
+    expect(labelWidth("−0.816", 11)).toBeGreaterThan(30);
+  });
+
+  it("never draws −1.63 and −0.816 on top of each other: the limits stay, the halves go", () => {
+    const s = scaleFor("token_reward", [-1.63, 1.63]);
+    expect(scaleTicks(s).map((v) => formatValue(v))).toEqual(["−1.63", "−0.815", "0", "0.815", "1.63"]);
+    const ticks = layoutTicks(s, W, 11);
+    expect(ticks.map((t) => t.label)).toEqual(["−1.63", "0", "1.63"]);
+    noOverlap(ticks);
+    // the limits are anchored at the ends of the ramp, 0 is centred on its position
+    expect(ticks[0].left).toBe(0);
+    expect(ticks[2].left + ticks[2].width).toBeCloseTo(W);
+    expect(ticks[1].left + ticks[1].width / 2).toBeCloseTo(W / 2);
+  });
+
+  it("keeps every tick when there is room", () => {
+    const s = scaleFor("token_reward", [-1.5, 1.5]);
+    expect(layoutTicks(s, W, 11).map((t) => t.label)).toEqual(["−1.5", "−0.75", "0", "0.75", "1.5"]);
+    const seq = scaleFor("prob", []);
+    expect(layoutTicks(seq, W, 11).map((t) => t.label)).toEqual(["0", "0.5", "1"]);
+  });
+
+  it("drops inner ticks on a narrow ramp but keeps both limits while they fit", () => {
+    const s = scaleFor("logprob", []);
+    const ticks = layoutTicks(s, 60, 11);
+    expect(ticks.map((t) => t.label)).toEqual(["−10", "0"]);
+    noOverlap(ticks);
+  });
+
+  it("lays out ticks without overlap for all kinds of limits", () => {
+    const lims = [1e-6, 3.3e-4, 0.0123, 0.816, 1.63, 7.77, 12.5, 123.456, 9999, 123456, 2.5e7];
+    for (const lim of lims) {
+      for (const s of [scaleFromDomain("token_reward", -lim, lim), scaleFromDomain("kl", 0, lim), scaleFromDomain("score_x", -lim * 3, -lim)]) {
+        const ticks = layoutTicks(s, W, 11);
+        expect(ticks.length).toBeGreaterThanOrEqual(2);
+        expect(ticks[0].value).toBe(s.lo);
+        expect(ticks[ticks.length - 1].value).toBe(s.hi);
+        noOverlap(ticks);
+      }
+    }
+  });
+});
+
+describe("colour lookup tables", () => {
+  it("matches the exact colours at the ends and the middle, and quantizes in between", () => {
+    const s = scaleFor("token_reward", [-2, 2]);
+    const lut = colorLut(s.ramp, WHITE_PAGE, false);
+    expect(lut.style).toHaveLength(LUT_STEPS + 1);
+    for (const v of [-2, 2, -5, 5]) {
+      const exact = chipColors(valueColor(v, s), WHITE_PAGE, false);
+      expect(lut.bg[lutIndex(v, s)]).toEqual(exact.bg);
+      expect(lut.fg[lutIndex(v, s)]).toEqual(exact.fg);
+    }
+    for (let v = -2; v <= 2; v += 0.037) {
+      const exact = chipColors(valueColor(v, s), WHITE_PAGE, false).bg;
+      const q = lut.bg[lutIndex(v, s)];
+      for (let c = 0; c < 3; c++) expect(Math.abs(q[c] - exact[c])).toBeLessThanOrEqual(3);
+    }
+    expect(lutIndex(NaN, s)).toBe(LUT_MISSING);
+    expect(lut.bg[LUT_MISSING]).toEqual(chipColors(valueColor(NaN, s), WHITE_PAGE, false).bg);
+    expect([clipOf(-3, s), clipOf(0, s), clipOf(3, s), clipOf(NaN, s)]).toEqual([-1, 0, 1, 0]);
+  });
+
+  it("is computed once per ramp, page and theme, and every entry keeps 4.5:1 text contrast", () => {
+    const s = scaleFor("kl", [0, 1]);
+    expect(colorLut(s.ramp, DARK_PAGE, true)).toBe(colorLut(s.ramp, DARK_PAGE, true));
+    expect(colorLut(s.ramp, DARK_PAGE, true)).not.toBe(colorLut(s.ramp, WHITE_PAGE, false));
+    for (const [page, dark] of [[WHITE_PAGE, false], [DARK_PAGE, true]] as [RGB, boolean][]) {
+      for (const ramp of Object.values(RAMPS)) {
+        const lut = colorLut(ramp, page, dark);
+        lut.bg.forEach((bg, k) => expect(contrastRatio(bg, lut.fg[k])).toBeGreaterThanOrEqual(4.5));
+        expect(lut.style[0]).toMatch(/^background-color:rgb\(\d+,\d+,\d+\);color:rgb\(\d+,\d+,\d+\)$/);
+      }
+    }
   });
 });

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, test, vi } from "vitest";
 import widget, { PAGE_SIZE, ROW_HEIGHT } from "../src/sample_table";
 import { MAX_SCROLL_PX } from "../src/lib/virtual";
 import type { ColumnInfo, RowsReply } from "../src/lib/protocol";
+import { blend, contrastRatio, parseCssColor, type RGB } from "../src/lib/color";
 
 const N = 1_000_000;
 const XSS = "<img src=x onerror=alert(1)>";
@@ -191,6 +192,52 @@ describe("rendering", () => {
     expect(t.el.querySelector(".rlv-sample-table")!.classList.contains("rlv-dark")).toBe(true);
     document.body.setAttribute("data-jp-theme-light", "true");
     await vi.waitFor(() => expect(t.el.querySelector(".rlv-sample-table")!.classList.contains("rlv-dark")).toBe(false));
+  });
+});
+
+describe("selected rows keep their contrast", () => {
+  // JupyterLab 4's theme values (theme-light-extension / theme-dark-extension variables)
+  const THEMES = {
+    light: { bg: "#ffffff", fg: "rgba(0,0,0,.87)", brand: "#1976d2", neg: "#d32f2f" },
+    dark: { bg: "#212121", fg: "rgba(255,255,255,.87)", brand: "#2196f3", neg: "#f44336" },
+  };
+  const over = (c: string, under: RGB): RGB => {
+    const p = parseCssColor(c)!;
+    return blend(p.rgb, p.alpha, under);
+  };
+  const mixOver = (brand: string, pct: number, under: RGB): RGB => blend(parseCssColor(brand)!.rgb, pct / 100, under);
+
+  test("the selection is a brand tint under the theme's own text colour, at ≥ 4.5:1 in both themes, bars included", () => {
+    const t = mount();
+    const css = t.el.querySelector("style")!.textContent!;
+    const selRule = /\.rlv-row\.rlv-selected \{([^}]*)\}/.exec(css)![1];
+    expect(selRule).toContain("color: var(--rlv-fg)");
+    expect(selRule).toContain("color-mix(in srgb, var(--rlv-brand) var(--rlv-sel-pct), transparent)");
+    expect(selRule).toContain("inset 3px 0 0 var(--rlv-brand)");
+    expect(css).not.toContain("brand-color3"); // the light blue that made dark-theme rows unreadable
+    const light = /\.rlv-sample-table \{([^}]*)\}/.exec(css)![1];
+    const dark = /\.rlv-sample-table\.rlv-dark \{([^}]*)\}/.exec(css)![1];
+    const num = (block: string, name: string) => parseFloat(new RegExp(`${name}:\\s*([\\d.]+)`).exec(block)![1]);
+    for (const [name, block] of [["light", light], ["dark", dark]] as const) {
+      const th = THEMES[name];
+      const page = parseCssColor(th.bg)!.rgb;
+      for (const pct of [num(block, "--rlv-sel-pct"), num(block, "--rlv-sel-hover-pct")]) {
+        const row = mixOver(th.brand, pct, page);
+        expect(contrastRatio(over(th.fg, row), row)).toBeGreaterThanOrEqual(4.5);
+        // a numeric bar (brand or error colour at --rlv-bar-alpha) under the text
+        const alpha = num(block, "--rlv-bar-alpha");
+        for (const barColor of [th.brand, th.neg]) {
+          const withBar = blend(parseCssColor(barColor)!.rgb, alpha, row);
+          expect(contrastRatio(over(th.fg, withBar), withBar)).toBeGreaterThanOrEqual(4.5);
+        }
+        // the tint is visible against an unselected row
+        expect(contrastRatio(row, page)).toBeGreaterThan(1.1);
+      }
+      // and the fallback (no color-mix) is just as readable
+      const fb = /--rlv-sel-fallback:\s*(rgba\([^)]*\))/.exec(block)![1];
+      const row = over(fb, page);
+      expect(contrastRatio(over(th.fg, row), row)).toBeGreaterThanOrEqual(4.5);
+    }
   });
 });
 

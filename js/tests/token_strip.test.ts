@@ -1,5 +1,5 @@
 // @vitest-environment happy-dom
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import widget from "../src/token_strip";
 import { visibleText, decodeTokens, groupUnits, unitLabel } from "../src/lib/token_text";
 import type { StripsReply } from "../src/lib/protocol";
@@ -314,6 +314,20 @@ describe("TokenStrip render", () => {
     expect(legend.querySelector(".rlv-swatch")).not.toBeNull();
   });
 
+  it("lays the legend ticks out without overlap (−1.63 and −0.816 once drew on top of each other)", async () => {
+    const m = new FakeModel({ sample_ids: [1] });
+    m.samples = [{ sample_id: 1, tokens: ["a", "b", "c"], metrics: { token_reward: [-1.63, 0.4, 1.63] } }];
+    const el = mount(m);
+    await settle();
+    const spans = [...el.querySelectorAll<HTMLElement>(".rlv-legend .rlv-ticks span")];
+    expect(spans.map((t) => t.textContent)).toEqual(["−1.63", "0", "1.63"]);
+    const lefts = spans.map((t) => parseFloat(t.style.left));
+    expect(lefts[0]).toBe(0);
+    expect(lefts[1]).toBeGreaterThan(lefts[0] + 30);
+    expect(lefts[2]).toBeGreaterThan(lefts[1] + 10);
+    expect(spans.every((t) => t.style.left.endsWith("px"))).toBe(true);
+  });
+
   it("marks clipped tokens", async () => {
     const m = new FakeModel({ sample_ids: [1] });
     const vals = Array.from({ length: 300 }, (_, i) => Math.sin(i) * 0.1);
@@ -417,6 +431,47 @@ describe("TokenStrip render", () => {
     expect(table.closest(".rlv-table-wrap")).not.toBeNull();
     m.set("show_table", false);
     expect(el.querySelector(".rlv-token-table")).toBeNull();
+  });
+
+  it("paints the strip first and builds the table after that frame", async () => {
+    const m = basicModel({ show_table: true });
+    const el = document.createElement("div");
+    let tableWithFirstChips: boolean | null = null;
+    let seen = false;
+    const mo = new MutationObserver(() => {
+      if (seen || !el.querySelector(".rlv-tok")) return;
+      seen = true;
+      // the first task after the chips went in (everything synchronous after them has run)
+      setTimeout(() => (tableWithFirstChips = !!el.querySelector(".rlv-token-table")), 0);
+    });
+    mo.observe(el, { childList: true, subtree: true });
+    document.body.appendChild(el);
+    cleanups.push(widget.render({ model: m as any, el }));
+    await settle();
+    mo.disconnect();
+    expect(tableWithFirstChips).toBe(false); // the chips went in alone
+    // ...and the table followed, complete
+    expect(el.querySelectorAll(".rlv-token-table tbody tr")).toHaveLength(3);
+    expect(el.querySelectorAll(".rlv-token-table thead th")).toHaveLength(1 + 7);
+    expect(el.querySelector<HTMLElement>(".rlv-table-wrap")!.hidden).toBe(false);
+    // new data: the old table goes at once, the new one follows the new strip
+    m.samples = [{ sample_id: 8, tokens: ["x", "y"], metrics: { kl: [0.1, 0.2] } }];
+    m.set("generation", 1);
+    await tick(3);
+    await vi.waitFor(() => expect(el.querySelector(".rlv-strip-label")!.textContent).toContain("sample 8"));
+    await settle();
+    expect(el.querySelectorAll(".rlv-token-table thead th")).toHaveLength(1 + 2);
+    expect([...el.querySelectorAll(".rlv-token-table tbody th")].map((t) => t.textContent)).toEqual(["kl"]);
+  });
+
+  it("does not build a deferred table after cleanup or once it is switched off", async () => {
+    const m = basicModel({ show_table: true });
+    const el = mount(m);
+    await vi.waitFor(() => expect(el.querySelector(".rlv-tok")).not.toBeNull());
+    m.set("show_table", false);
+    await settle();
+    expect(el.querySelector(".rlv-token-table")).toBeNull();
+    expect(el.querySelector<HTMLElement>(".rlv-table-wrap")!.hidden).toBe(true);
   });
 
   it("builds a long table in column chunks", async () => {

@@ -61,17 +61,21 @@ export function metricKind(metric: string): MetricKind {
 
 /** Nearest-rank percentile (p in 0..100) of the finite values; NaN when there are none. */
 export function percentile(values: ArrayLike<number>, p: number): number {
-  const xs: number[] = [];
-  for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) xs.push(values[i]);
-  if (!xs.length) return NaN;
-  xs.sort((a, b) => a - b);
-  const rank = Math.max(1, Math.ceil((p / 100) * xs.length));
-  return xs[Math.min(rank, xs.length) - 1];
+  const buf = new Float64Array(values.length);
+  let n = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (Number.isFinite(v)) buf[n++] = v;
+  }
+  if (!n) return NaN;
+  const xs = buf.subarray(0, n).sort(); // typed-array sort: numeric, no comparator calls
+  const rank = Math.max(1, Math.ceil((p / 100) * n));
+  return xs[Math.min(rank, n) - 1];
 }
 
-function absValues(values: ArrayLike<number>): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < values.length; i++) out.push(Math.abs(values[i]));
+function absValues(values: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = Math.abs(values[i]);
   return out;
 }
 
@@ -251,4 +255,130 @@ export function formatValue(v: number, digits = 3): string {
   const a = Math.abs(v);
   const s = a < 1e-3 || a >= 1e5 ? v.toExponential(digits - 1) : String(Number(v.toPrecision(digits)));
   return s.replace(/-/g, "−");
+}
+
+// ------------------------------------------------------------------ colour lookup tables
+
+/** Quantization steps of a colour lookup table (per scale ramp, page and theme). */
+export const LUT_STEPS = 256;
+/** Index of the missing (NaN / masked) colour in a lookup table. */
+export const LUT_MISSING = LUT_STEPS;
+
+/**
+ * Chip colours precomputed for one ramp over one page background: step k (0..LUT_STEPS−1) is
+ * the ramp at t = k / (LUT_STEPS − 1), blended over the page, with its contrast-chosen text
+ * colour; the last entry (LUT_MISSING) is the missing colour. `style` holds the ready CSS text.
+ */
+export interface ColorLut {
+  bg: RGB[];
+  fg: RGB[];
+  /** `background-color:rgb(…);color:rgb(…)` per entry. */
+  style: string[];
+}
+
+const lutCache = new WeakMap<RGB[], Map<string, ColorLut>>();
+
+/** The (cached) lookup table of a ramp blended over `page` (light or dark theme). */
+export function colorLut(ramp: RGB[], page: RGB, dark: boolean): ColorLut {
+  let byPage = lutCache.get(ramp);
+  if (!byPage) lutCache.set(ramp, (byPage = new Map()));
+  const key = `${page.join(",")}|${dark ? 1 : 0}`;
+  let lut = byPage.get(key);
+  if (lut) return lut;
+  const bg: RGB[] = [];
+  const fg: RGB[] = [];
+  const style: string[] = [];
+  const add = (c: ValueColor) => {
+    const col = chipColors(c, page, dark);
+    bg.push(col.bg);
+    fg.push(col.fg);
+    style.push(`background-color:${css(col.bg)};color:${css(col.fg)}`);
+  };
+  for (let k = 0; k < LUT_STEPS; k++) add({ rgb: rampColor(ramp, k / (LUT_STEPS - 1)), clip: 0, missing: false });
+  add({ rgb: MISSING_COLOR, clip: 0, missing: true });
+  lut = { bg, fg, style };
+  byPage.set(key, lut);
+  return lut;
+}
+
+/** Lookup-table index of a value on a scale (LUT_MISSING for NaN); clipping is {@link clipOf}. */
+export function lutIndex(v: number, scale: Scale): number {
+  if (v !== v) return LUT_MISSING; // NaN
+  let t = scale.hi > scale.lo ? (v - scale.lo) / (scale.hi - scale.lo) : 0.5;
+  if (t < 0) t = 0;
+  else if (t > 1) t = 1;
+  return Math.round(t * (LUT_STEPS - 1));
+}
+
+/** −1 below the scale's lower limit, +1 above the upper, 0 inside (and for NaN). */
+export function clipOf(v: number, scale: Scale): -1 | 0 | 1 {
+  return v < scale.lo ? -1 : v > scale.hi ? 1 : 0;
+}
+
+// ------------------------------------------------------------------ legend tick layout
+
+/** Approximate advance widths (em) of the characters tick labels are made of. */
+function charEm(ch: string): number {
+  if (ch >= "0" && ch <= "9") return 0.6;
+  if (ch === "." || ch === "," || ch === ":") return 0.3;
+  if (ch === "−" || ch === "-" || ch === "+") return 0.62;
+  if (ch === "∞") return 0.75;
+  if (ch === "–") return 0.55;
+  return 0.62; // e, letters: a generous guess
+}
+
+/** Estimated rendered width of a label in px at `fontPx` (slightly generous: never under-estimates digits). */
+export function labelWidth(text: string, fontPx: number): number {
+  let em = 0;
+  for (const ch of text) em += charEm(ch);
+  return em * fontPx;
+}
+
+export interface TickLayout {
+  value: number;
+  label: string;
+  /** Left edge of the label in px from the start of the ramp. */
+  left: number;
+  width: number;
+  /** Position of the tick on the ramp in px. */
+  at: number;
+}
+
+/**
+ * Which of a scale's ticks to label on a ramp `width` px wide, and where, so that no two
+ * labels overlap (at least `gap` px apart) and none leaves the ramp: the limits are anchored at
+ * the ends (first label starts at 0, last ends at `width`), inner labels are centred on their
+ * value (shifted inwards at the edges). The limits are kept first, then 0 / the middle, then the
+ * rest; a label that would collide with one already kept is dropped (on a diverging scale with
+ * its mirror image, so the legend stays symmetric).
+ */
+export function layoutTicks(scale: Scale, width: number, fontPx = 11, gap = 6, values = scaleTicks(scale)): TickLayout[] {
+  const { lo, hi } = scale;
+  const span = hi - lo;
+  const cands = values.map((value, i) => {
+    const label = formatValue(value);
+    const w = labelWidth(label, fontPx);
+    const at = span > 0 ? ((value - lo) / span) * width : i === 0 ? 0 : width;
+    let left = at - w / 2;
+    if (i === 0) left = 0;
+    else if (i === values.length - 1) left = width - w;
+    left = Math.max(0, Math.min(width - w, left));
+    // priority: the limits, then 0 / the middle, then the others from the middle outwards
+    const mid = (lo + hi) / 2;
+    const prio = i === 0 || i === values.length - 1 ? 0 : value === 0 || value === mid ? 1 : 2 + Math.abs(value - mid) / (span || 1);
+    return { value, label, left, width: w, at, prio, i };
+  });
+  const kept: typeof cands = [];
+  for (const c of [...cands].sort((a, b) => a.prio - b.prio || a.i - b.i)) {
+    if (kept.some((k) => c.left < k.left + k.width + gap && k.left < c.left + c.width + gap)) continue;
+    // equal labels (e.g. a degenerate scale) are shown once
+    if (kept.some((k) => k.label === c.label)) continue;
+    kept.push(c);
+  }
+  // A diverging legend stays symmetric: an inner tick whose mirror image was dropped goes too.
+  const shown =
+    scale.kind === "diverging"
+      ? kept.filter((c) => c.prio === 0 || !cands.some((m) => m.value === -c.value) || kept.some((m) => m.value === -c.value))
+      : kept;
+  return shown.sort((a, b) => a.i - b.i).map(({ value, label, left, width: w, at }) => ({ value, label, left, width: w, at }));
 }
