@@ -1,8 +1,9 @@
 """The columnar cache: each log file's good records as Parquet parts, outside the log folder.
 
 A file's cache is reused while the file is unchanged; when the file has only grown, only
-the new lines are read into a new part; any other change rebuilds it. Log files are only
-ever opened for reading.
+the new lines are read into a new part; any other change rebuilds it. Files that are not
+JSON lines (TRL's Parquet dumps: the reader has ``whole_file``) are read whole into one part,
+and rebuilt whenever they change. Log files are only ever opened for reading.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 from . import lines as linereader
 from .problems import Problem
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: group_id / advantage columns
 TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
 BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
@@ -107,13 +108,15 @@ def _tail(path: Path, n: int) -> str:
         return hashlib.sha1(f.read(min(n, HEAD_BYTES))).hexdigest()
 
 
-def plan(cache: FileCache) -> tuple[FileState, int]:
-    """The state to continue from and how many bytes are left to read."""
+def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
+    """The state to continue from and how many bytes are left to read (``whole_file``: no growth, only rebuilds)."""
     st = os.stat(cache.path)
+    whole_file = whole_file or cache.path.suffix == ".parquet"
     state = cache.load()
     if state is not None:
         if state.size == st.st_size and state.mtime_ns == st.st_mtime_ns:
             return state, 0
+    if state is not None and not whole_file:
         # only a file that grew keeps its cache (same size, new mtime: rewritten in place); its first and
         # last bytes read must be unchanged
         grew = (st.st_size > state.size and st.st_size >= state.consumed and state.consumed > 0
@@ -136,8 +139,26 @@ def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, r
     """Read what is new in the file into new parts; returns the new state and a pending problem, if any."""
     # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on which
     # DuckDB refuses register()
+    if hasattr(reader, "for_file"):  # formats that take the step from the file name
+        reader = reader.for_file(cache.path)
     with con.cursor() as cur:
+        if getattr(reader, "whole_file", False):
+            return _update_whole(cur, cache, state, reader, on_bytes)
         return _update(cur, cache, state, reader, on_bytes)
+
+
+def _update_whole(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
+    """A file read in one go (Parquet): one part, rebuilt from scratch whenever the file changes."""
+    st = os.stat(cache.path)
+    table, problems = reader.parse_file(con, cache.path)
+    with ThreadPoolExecutor(1) as writer:
+        _add_part(cache, state, table, problems, writer).result()
+    on_bytes(st.st_size)
+    state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
+    state.consumed, state.lines = st.st_size, getattr(reader, "rows_read", 0)
+    state.head = state.tail = ""
+    cache.save(state)
+    return state, []
 
 
 def _update(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
@@ -185,6 +206,10 @@ def _update(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[
 
 def _ingest(con, cache: FileCache, state: FileState, reader, chunk, writer):
     table, problems = reader.parse(con, chunk)
+    return _add_part(cache, state, table, problems, writer)
+
+
+def _add_part(cache: FileCache, state: FileState, table, problems: list[list], writer):
     state.problems.extend(sorted(problems, key=lambda p: p[0]))
     if table is None:
         return writer.submit(lambda: None)

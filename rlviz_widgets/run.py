@@ -17,6 +17,7 @@ from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
 from .readers import READERS
+from .readers.detect import detect
 from .sources import resolve, source_folders
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
@@ -53,11 +54,18 @@ def _lit(s: str) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
 
-def open_run(source, *, format: str = "rlb", pad_token: str | None = "<PAD>",
+def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
+             pad_token: str | None = "<PAD>",
              system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
              steps: tuple[int | None, int | None] | None = None, cache_dir: str | os.PathLike | None = None,
              progress: bool = True) -> Run:
-    """Open rollout logs: a folder (every ``*.jsonl`` below it), a file, a glob, or a list of these.
+    """Open rollout logs: a folder (every log file below it), a file, a glob, or a list of these.
+
+    ``format`` is ``"auto"`` (from the file names and first records), ``"rlb"`` (RL Logging
+    Board schema), ``"verl"``, ``"trl"``, ``"openinstruct"``, ``"nemo"`` or ``"columns"``.
+    ``columns`` maps common names to the file's field names (``{"reward": "score"}``), for any
+    other JSON-lines dump. ``tokenizer`` (anything with ``convert_ids_to_tokens`` or ``decode``)
+    spells logged token ids; without one they are shown as ``#1234``.
 
     ``pad_token`` is stripped from displayed texts; prompt text before the last
     ``system_prompt_end`` marker is dropped; at most ``max_samples_per_step`` samples are
@@ -65,18 +73,22 @@ def open_run(source, *, format: str = "rlb", pad_token: str | None = "<PAD>",
     keeps an inclusive step range. The columnar cache lives in ``cache_dir`` (default:
     ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder.
     """
-    return Run(source, format=format, pad_token=pad_token, system_prompt_end=system_prompt_end,
-               max_samples_per_step=max_samples_per_step, steps=steps, cache_dir=cache_dir, progress=progress)
+    return Run(source, format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token,
+               system_prompt_end=system_prompt_end, max_samples_per_step=max_samples_per_step, steps=steps,
+               cache_dir=cache_dir, progress=progress)
 
 
 class Run:
     """A training run's rollout logs as lazy log frames (pandas out, DuckDB inside)."""
 
-    def __init__(self, source, *, format: str = "rlb", pad_token: str | None = "<PAD>",
+    def __init__(self, source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
+                 pad_token: str | None = "<PAD>",
                  system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
                  steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
+        if format == "auto":
+            format = detect(source, columns)
         if format not in READERS:
-            raise ValueError(f"unknown format {format!r}; known: {', '.join(READERS)}")
+            raise ValueError(f"unknown format {format!r}; known: auto, {', '.join(READERS)}")
         if max_samples_per_step is not None and max_samples_per_step < 1:
             raise ValueError("max_samples_per_step must be at least 1")
         self.source = source
@@ -86,7 +98,7 @@ class Run:
         self.max_samples_per_step = max_samples_per_step
         self.step_range = tuple(steps) if steps is not None else (None, None)
         self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
-        self._reader = READERS[format]()
+        self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
         self._progress = progress
         self._con = duckdb.connect()
         self._file_no: dict[str, int] = {}
@@ -99,7 +111,9 @@ class Run:
     # -- reading ---------------------------------------------------------------------------
     def refresh(self, _first: bool = False) -> bool:
         """Read what was appended or added since the last read; True if anything changed."""
-        files = resolve(self.source)
+        reader = self._reader
+        what = f"{self.format} files: {reader.file_pattern}" if reader.file_pattern else ""
+        files = resolve(self.source, reader.suffixes, reader.accepts, what)
         self._check_cache_location(files)
         if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
             self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 LOG_SUFFIXES = (".jsonl",)
@@ -13,28 +14,32 @@ class NoLogsError(FileNotFoundError):
     """The source names a missing path or holds no log files."""
 
 
-def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] = LOG_SUFFIXES) -> list[Path]:
+def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] = LOG_SUFFIXES,
+            accepts: Callable[[Path], bool] | None = None, what: str = "") -> list[Path]:
     """Every log file named by ``source``, absolute and sorted, without duplicates.
 
-    A folder means every file with one of ``suffixes`` below it, at any depth; a glob
-    pattern means its matches; a list means the union of its items.
+    A folder means every file with one of ``suffixes`` below it, at any depth (and, with
+    ``accepts``, only the files it accepts: a format's file names, ``what`` describing them);
+    a glob pattern means its matches; a list means the union of its items.
     """
     items = list(source) if isinstance(source, (list, tuple)) else [source]
     if not items:
         raise NoLogsError("no log source given (an empty list)")
     found: dict[Path, None] = {}
     for item in items:
-        for path in _resolve_one(os.fspath(item), suffixes):
+        for path in _resolve_one(os.fspath(item), suffixes, accepts, what):
             found[path] = None
     return sorted(found)
 
 
-def _resolve_one(item: str, suffixes: tuple[str, ...]) -> list[Path]:
+def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str = "") -> list[Path]:
     path = Path(item).expanduser()
     if path.is_dir():
-        files = sorted(p.resolve() for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+        files = sorted(p.resolve() for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes)
+                       and (accepts is None or accepts(p)))
         if not files:
-            raise NoLogsError(f"no log files ({', '.join('*' + s for s in suffixes)}) found in folder {path}")
+            kinds = what or ", ".join("*" + s for s in suffixes)
+            raise NoLogsError(f"no log files ({kinds}) found in folder {path}")
         return files
     if path.is_file():
         return [path.resolve()]

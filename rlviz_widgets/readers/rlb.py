@@ -8,8 +8,11 @@ Python only triages odd lines and runs vectorized numpy over the arrays.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import re
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -19,12 +22,14 @@ import pyarrow.compute as pc
 from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS, per_sample
 from .jsonkeys import candidate_keys
+from .tokens import spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
 NUMBER_FIELDS = ("reward", "ref_reward")
 KNOWN = {*TEXT_FIELDS, *NUMBER_FIELDS, *ARRAYS, "step", "response_tokens", "ground_truth"}
 # common column names; a custom field with one of these names is kept with a trailing "_"
-RESERVED = KNOWN | {"sample_id", "file", "line", "n_tokens", "response_chars", "reward_gap", "file_no", "tokens",
+RESERVED = KNOWN | {"group_id", "advantage",
+                    "sample_id", "file", "line", "n_tokens", "response_chars", "reward_gap", "file_no", "tokens",
                     "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean", "value_mean",
                     "token_reward_sum"}
 NUMERIC = "('DOUBLE', 'BIGINT', 'UBIGINT')"
@@ -40,6 +45,45 @@ def _lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def json_number(v: str) -> str:
+    """A JSON value as a DOUBLE (NULL unless a finite number or a boolean)."""
+    return (f"CASE WHEN json_type({v}) IN {NUMERIC} AND isfinite(TRY_CAST({v} AS DOUBLE)) THEN TRY_CAST({v} AS DOUBLE) "
+            f"WHEN json_type({v}) = 'BOOLEAN' THEN ({v})::BOOLEAN::DOUBLE END")
+
+
+def json_text(v: str) -> str:
+    """A JSON value as text (strings unquoted, NULL for null)."""
+    return f"CASE json_type({v}) WHEN 'VARCHAR' THEN {v}->>'$' WHEN 'NULL' THEN NULL ELSE ({v})::VARCHAR END"
+
+
+ALIASES = {"response_tokens": "tokens", "token": "tokens", "group": "group_id", "uid": "group_id"}
+COMMON = (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", "tokens", *ARRAYS, "group_id", "advantage")
+
+
+def normalize_columns(columns: dict[str, str] | None) -> dict[str, str]:
+    """``columns=`` checked: common names (a few aliases allowed) -> the file's field names."""
+    out = {}
+    for k, v in (columns or {}).items():
+        name = ALIASES.get(k, k)
+        if name not in COMMON:
+            raise ValueError(f"columns=: {k!r} is not a common column; map any of {', '.join(COMMON)}")
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"columns=: the field for {k!r} must be a field name, not {v!r}")
+        out[name] = v
+    return out
+
+
+def signature(columns: dict[str, str], tokenizer) -> str:
+    """A short key naming the options that change what a reader produces (for the cache)."""
+    if not columns and tokenizer is None:
+        return ""
+    tok = None
+    if tokenizer is not None:
+        tok = [getattr(tokenizer, "name_or_path", None) or type(tokenizer).__qualname__,
+               getattr(tokenizer, "vocab_size", None)]
+    return hashlib.sha1(json.dumps([sorted(columns.items()), tok], default=str).encode()).hexdigest()[:10]
+
+
 def extra_column(key: str) -> str:
     """The samples column a custom scalar field lands in."""
     name = _SAFE.sub("_", key).strip("_") or "field"
@@ -47,10 +91,74 @@ def extra_column(key: str) -> str:
 
 
 class RLBReader:
-    """Records with prompt/response/reward/step and optional token arrays."""
+    """Records with prompt/response/reward/step and optional token arrays.
+
+    Other formats subclass it: they say where each common field lives in their records
+    (``_spec``: a JSON-transform schema and one SQL expression per field) and share the
+    triage of odd lines, the checks, the cleaning and the per-sample reductions.
+    """
 
     name = "rlb"
+    suffixes = (".jsonl",)
+    file_pattern: str | None = None  # names a folder's files must match (None: every *.jsonl)
+    step_pattern: str | None = None  # the step in a file's name, for records without one
+    group_keys = ("uid", "group_index", "group_id")  # first present names the GRPO group
 
+    def __init__(self, columns: dict[str, str] | None = None, tokenizer=None):
+        self.columns = normalize_columns(columns)
+        self.tokenizer = tokenizer
+        self.file_step: int | None = None
+        sig = signature(self.columns, tokenizer)
+        self.name = type(self).name + (f"+{sig}" if sig else "")  # the cache key: other options, other parts
+
+    def for_file(self, path) -> RLBReader:
+        """This reader bound to one file (the step its name gives, if the format has one)."""
+        bound = copy.copy(self)
+        bound.file_step = None
+        if self.step_pattern:
+            m = re.search(self.step_pattern, Path(path).name)
+            bound.file_step = int(m.group(1)) if m else None
+        return bound
+
+    def accepts(self, path) -> bool:
+        """Whether a file found in a folder belongs to this format."""
+        return self.file_pattern is None or re.search(self.file_pattern, Path(path).name) is not None
+
+    # -- where the fields are ----------------------------------------------------------------
+    def fields(self) -> dict[str, str]:
+        """Common field -> the record key holding it (``columns=`` overrides)."""
+        base = {f: f for f in (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", *ARRAYS, "advantage")}
+        base["tokens"] = "response_tokens"
+        return {**base, **self.columns}
+
+    def _spec(self, keys: set[str]) -> tuple[dict[str, str], dict[str, str], set[str]]:
+        """(json_transform schema, SQL per common field over ``r``, record keys used) for a chunk."""
+        f = self.fields()
+        schema = {f[c]: "VARCHAR" for c in TEXT_FIELDS}
+        schema.update({f[c]: "JSON" for c in (*NUMBER_FIELDS, "step", "ground_truth", "advantage")})
+        schema[f["tokens"]] = "VARCHAR[]"
+        schema.update({f[c]: "FLOAT[]" for c in ARRAYS})  # logged from float32/bf16 tensors: float32 keeps every digit
+        ex = {c: f"r.{_q(f[c])}" for c in (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", "tokens", *ARRAYS)}
+        ex["advantage"] = json_number(f"r.{_q(f['advantage'])}")
+        used = set(schema)
+        groups = [f["group_id"]] if "group_id" in f else [k for k in self.group_keys if k in keys]
+        schema.update({k: "JSON" for k in groups})
+        ex["group_id"] = json_text(f"coalesce({', '.join(f'r.{_q(k)}' for k in groups)})") if groups else \
+            "NULL::VARCHAR"
+        used |= set(self.group_keys) | set(groups)
+        return schema, ex, used
+
+    def _extra(self, key: str) -> str:
+        """The JSON value of a custom field (formats that wrap values unwrap them here)."""
+        return f"r.{_q(key)}"
+
+    def _step(self, expr: str) -> str:
+        """A record's step as JSON, falling back on the file name's step."""
+        if self.file_step is None:
+            return expr
+        return f"coalesce({expr}, '{int(self.file_step)}'::JSON)"
+
+    # -- parsing -----------------------------------------------------------------------------
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> tuple[pa.Table | None, list[list]]:
         problems: list[list] = []
         raw = pa.table({"line": chunk.numbers, "j": chunk.lines})
@@ -63,9 +171,8 @@ class RLBReader:
             # small batches: DuckDB parses them on every core
             con.register("raw", pa.Table.from_batches(raw.to_batches(max_chunksize=128)))
             keys = candidate_keys(raw["j"])
-            extras = sorted(k for k in keys if k not in KNOWN)
             try:
-                table = self._transform(con, extras)
+                table, used = self._transform(con, keys)
                 break
             except (duckdb.Error, UnicodeDecodeError):
                 # some lines are not JSON (or not UTF-8): locate them; keep what can be kept
@@ -74,45 +181,59 @@ class RLBReader:
                 raw = _repair(raw, idx, problems, strict=attempt > 0)
         else:
             raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
-        table = self._check(con, table, keys, problems)
+        table = self._check(con, self._post(table), keys, problems)
         con.unregister("raw")
         return table, problems
 
-    def _transform(self, con: duckdb.DuckDBPyConnection, extras: list[str]) -> pa.Table:
-        schema = {f: "VARCHAR" for f in TEXT_FIELDS}
-        schema.update({f: "JSON" for f in (*NUMBER_FIELDS, "step", "ground_truth", *extras)})
-        schema["response_tokens"] = "VARCHAR[]"
-        schema.update({f: "FLOAT[]" for f in ARRAYS})  # logged from float32/bf16 tensors: float32 keeps every digit
+    def _transform(self, con: duckdb.DuckDBPyConnection, keys: set[str]) -> tuple[pa.Table, set[str]]:
+        schema, ex, used = self._spec(keys)
+        extras = sorted(k for k in keys if k not in used)
+        schema.update({k: "JSON" for k in extras})
+        step = f"({self._step(ex['step'])})"
 
         def number(f: str) -> str:
             # _p_{f}: what is wrong (NULL when fine), _v_{f}: the bad value, for the message
             # TRY_CAST: DuckDB computes a cast shared by several expressions on every row ("high"::DOUBLE fails)
-            ok = f"json_type(r.{f}) IN {NUMERIC} AND isfinite(TRY_CAST(r.{f} AS DOUBLE))"
-            bad = (f"CASE WHEN json_type(r.{f}) IS NULL THEN 'missing' WHEN json_type(r.{f}) = 'NULL' THEN NULL "
-                   f"WHEN json_type(r.{f}) IN {NUMERIC} THEN 'nan' ELSE 'type' END")
-            return (f"CASE WHEN {ok} THEN TRY_CAST(r.{f} AS DOUBLE) END AS {f}, CASE WHEN NOT ({ok}) OR r.{f} IS NULL "
-                    f"THEN {bad} END AS _p_{f}, CASE WHEN NOT ({ok}) THEN r.{f}::VARCHAR END AS _v_{f}")
+            v = f"({ex[f]})"
+            ok = f"json_type({v}) IN {NUMERIC} AND isfinite(TRY_CAST({v} AS DOUBLE))"
+            bad = (f"CASE WHEN json_type({v}) IS NULL THEN 'missing' WHEN json_type({v}) = 'NULL' THEN NULL "
+                   f"WHEN json_type({v}) IN {NUMERIC} THEN 'nan' ELSE 'type' END")
+            return (f"CASE WHEN {ok} THEN TRY_CAST({v} AS DOUBLE) END AS {f}, CASE WHEN NOT ({ok}) OR {v} IS NULL "
+                    f"THEN {bad} END AS _p_{f}, CASE WHEN NOT ({ok}) THEN {v}::VARCHAR END AS _v_{f}")
 
-        extra_sel = "".join(
-            f""", CASE WHEN json_type(r.{_q(k)}) IN {NUMERIC} THEN r.{_q(k)}::DOUBLE
-                       WHEN json_type(r.{_q(k)}) = 'BOOLEAN' THEN r.{_q(k)}::BOOLEAN::DOUBLE END AS {_q('_n_' + k)},
-                  CASE WHEN json_type(r.{_q(k)}) = 'VARCHAR' THEN r.{_q(k)}->>'$' END AS {_q('_s_' + k)}"""
-            for k in extras)
-        return con.sql(f"""
+        extra_sel = ""
+        for k in extras:
+            v = self._extra(k)
+            extra_sel += f""", CASE WHEN json_type({v}) IN {NUMERIC} THEN ({v})::DOUBLE
+                       WHEN json_type({v}) = 'BOOLEAN' THEN ({v})::BOOLEAN::DOUBLE END AS {_q('_n_' + k)},
+                  CASE WHEN json_type({v}) = 'VARCHAR' THEN {v}->>'$' END AS {_q('_s_' + k)}"""
+        gt = f"({ex['ground_truth']})"
+        helpers = "".join(f", {v} AS {_q(k)}" for k, v in ex.items() if k.startswith("_"))  # for _post
+        table = con.sql(f"""
             SELECT line,
-                   CASE WHEN json_type(r.step) IN ('BIGINT', 'UBIGINT') THEN r.step::BIGINT
-                        WHEN json_type(r.step) = 'DOUBLE'
-                             AND TRY_CAST(r.step AS DOUBLE) = round(TRY_CAST(r.step AS DOUBLE))
-                             THEN TRY_CAST(TRY_CAST(r.step AS DOUBLE) AS BIGINT)
-                        WHEN json_type(r.step) = 'VARCHAR' THEN TRY_CAST(r.step->>'$' AS BIGINT) END AS step,
-                   CASE WHEN json_type(r.step) IS NULL OR json_type(r.step) = 'NULL' THEN 'missing'
-                        WHEN json_type(r.step) NOT IN ('BIGINT', 'UBIGINT') THEN json_type(r.step) END AS _p_step,
-                   CASE WHEN json_type(r.step) NOT IN ('BIGINT', 'UBIGINT') THEN r.step::VARCHAR END AS _v_step,
-                   r.prompt, r.response, {number('reward')}, r.ref_response, {number('ref_reward')},
-                   CASE json_type(r.ground_truth) WHEN 'VARCHAR' THEN r.ground_truth->>'$' WHEN 'NULL' THEN NULL
-                        ELSE r.ground_truth::VARCHAR END AS ground_truth,
-                   r.response_tokens AS tokens, {', '.join(f'r.{_q(f)}' for f in ARRAYS)} {extra_sel}
+                   CASE WHEN json_type({step}) IN ('BIGINT', 'UBIGINT') THEN ({step})::BIGINT
+                        WHEN json_type({step}) = 'DOUBLE'
+                             AND TRY_CAST({step} AS DOUBLE) = round(TRY_CAST({step} AS DOUBLE))
+                             THEN TRY_CAST(TRY_CAST({step} AS DOUBLE) AS BIGINT)
+                        WHEN json_type({step}) = 'VARCHAR' THEN TRY_CAST({step}->>'$' AS BIGINT) END AS step,
+                   CASE WHEN json_type({step}) IS NULL OR json_type({step}) = 'NULL' THEN 'missing'
+                        WHEN json_type({step}) NOT IN ('BIGINT', 'UBIGINT') THEN json_type({step}) END AS _p_step,
+                   CASE WHEN json_type({step}) NOT IN ('BIGINT', 'UBIGINT') THEN ({step})::VARCHAR END AS _v_step,
+                   {ex['prompt']} AS prompt, {ex['response']} AS response, {number('reward')},
+                   {ex['ref_response']} AS ref_response, {number('ref_reward')},
+                   CASE json_type({gt}) WHEN 'VARCHAR' THEN {gt}->>'$' WHEN 'NULL' THEN NULL
+                        ELSE ({gt})::VARCHAR END AS ground_truth,
+                   {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
+                   {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
             FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw)""").to_arrow_table()
+        self._used = used
+        return table, used
+
+    def _post(self, t: pa.Table) -> pa.Table:
+        """Python-side fixes after the SQL (token ids spelled as strings)."""
+        if pa.types.is_integer(t.schema.field("tokens").type.value_type):
+            t = t.set_column(t.schema.get_field_index("tokens"), "tokens", spell_ids(t["tokens"], self.tokenizer))
+        return t
 
     def _check(self, con, t: pa.Table, keys: list[str], problems: list[list]) -> pa.Table | None:
         line = t["line"].to_numpy()
@@ -142,7 +263,7 @@ class RLBReader:
         lens = {}
         for f in ("tokens", *ARRAYS):
             col = t[f].combine_chunks()
-            key = "response_tokens" if f == "tokens" else f
+            key = self.fields()[f]
             nulls = _mask(col.is_null()) & step_ok
             if key in keys and nulls.any():
                 cand = line[nulls].tolist()
@@ -161,7 +282,7 @@ class RLBReader:
             hi = np.where(has, stack, -np.inf).max(axis=0)
             lo = np.where(has, stack, np.inf).min(axis=0)
             for i in np.flatnonzero((hi != lo) & np.isfinite(hi) & step_ok).tolist():
-                desc = ", ".join(f"{'response_tokens' if f == 'tokens' else f}={int(lens[f][i])}"
+                desc = ", ".join(f"{self.fields()[f]}={int(lens[f][i])}"
                                  for f in present if not np.isnan(lens[f][i]))
                 problems.append([int(line[i]), "length_mismatch",
                                  f"token arrays differ in length ({desc}): missing values left empty"])
@@ -179,6 +300,9 @@ class RLBReader:
         out["response_chars"] = pc.utf8_length(t["response"])
         for name, values in reduced.items():
             out[name] = pa.array(values, from_pandas=True)
+        for name in ("group_id", "advantage"):  # optional: only where the log has them
+            if t[name].null_count < t.num_rows:
+                out[name] = t[name]
         for name in t.column_names:
             if name.startswith("_n_"):
                 key = name[3:]

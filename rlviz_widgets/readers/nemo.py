@@ -1,0 +1,66 @@
+"""NeMo-RL's training data: ``{log_dir}/train_data_step{N}.jsonl`` (``logger.log_batched_dict_as_jsonl``).
+
+Each line is a batch of one: every value is wrapped in a one-item list (``"rewards": [0.5]``,
+``"token_ids": [[...]]``) except ``idx``, the sample's position in the step. ``content`` holds the
+message texts of the sample (``[[prompt..., response]]``; some versions log only the response
+text), ``token_ids`` / ``token_loss_mask`` / ``advantages`` / ``generation_logprobs`` /
+``prev_logprobs`` cover prompt and response, padded to the batch's longest sequence. The step is
+the file name's. Response tokens are those with ``token_loss_mask`` = 1 (without a mask: the first
+``input_lengths`` positions); ``logprobs`` are the generation log-probs, ``advantage`` is the
+mean advantage over the response tokens, and the group is the prompt's text within the step
+(NeMo repeats each prompt once per generation). ``prev_logprobs`` are not kept (they are the
+training policy's, not a reference model's).
+"""
+
+from __future__ import annotations
+
+from .rlb import RLBReader, _q, json_number
+
+TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
+
+
+class NemoReader(RLBReader):
+    name = "nemo"
+    file_pattern = r"^train_data_step\d+\.jsonl$"
+    step_pattern = r"data_step(\d+)\.jsonl$"
+
+    def _extra(self, key: str) -> str:
+        return f"CASE WHEN json_type(r.{_q(key)}) = 'ARRAY' THEN r.{_q(key)}->'$[0]' ELSE r.{_q(key)} END"
+
+    def _spec(self, keys):
+        schema, ex, used = super()._spec(keys)
+        mapped = set(self.columns)
+        for c in ("prompt", "response", "reward", "tokens", "logprobs", "advantage", "group_id"):
+            if c not in mapped:
+                schema.pop(self.fields()[c], None)
+        schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
+                       "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
+        c0 = "r.content->'$[0]'"
+        if "response" not in mapped:
+            ex["response"] = (f"CASE json_type({c0}) WHEN 'ARRAY' THEN {c0}->>'$[#-1]' "
+                              f"WHEN 'VARCHAR' THEN {c0}->>'$' END")
+        if "prompt" not in mapped:
+            ex["prompt"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 THEN array_to_string("
+                            f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
+        if "reward" not in mapped:
+            ex["reward"] = self._extra("rewards")
+
+        def response_only(expr: str) -> str:
+            """The response positions of a padded prompt+response row."""
+            return (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_where({expr}[1], "
+                    f"list_transform(r.token_loss_mask[1], lambda m: coalesce(m > 0, false))) "
+                    f"WHEN json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') "
+                    f"THEN list_slice({expr}[1], 1, (r.input_lengths->'$[0]')::BIGINT) ELSE {expr}[1] END")
+
+        if "tokens" not in mapped:
+            ex["tokens"] = response_only("r.token_ids")
+        if "logprobs" not in mapped:
+            ex["logprobs"] = response_only("r.generation_logprobs")
+        if "advantage" not in mapped:
+            ex["advantage"] = f"list_avg({response_only('r.advantages')})::DOUBLE"
+        if "group_id" not in mapped and self.file_step is not None:
+            ex["group_id"] = f"'{int(self.file_step)}:' || md5({ex['prompt']})[:12]"
+        used |= {"content", "rewards", *TOKEN_KEYS}
+        ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
+            self.fields()["advantage"]))
+        return schema, ex, used

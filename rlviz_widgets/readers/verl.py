@@ -1,0 +1,22 @@
+"""verl's rollout dumps: ``trainer.rollout_data_dir`` (or ``validation_data_dir``) -> ``{dir}/{global_step}.jsonl``.
+
+One record per sample, as ``RayPPOTrainer._dump_generations`` writes it: ``input`` (decoded prompt),
+``output`` (decoded response), ``gts`` (ground truth), ``score``, ``step``, every reward-extra key of
+the same length (``acc``, ``pred``, ...: custom columns), and in newer versions ``request_id`` and
+``uid`` (the GRPO group). No token arrays.
+"""
+
+from __future__ import annotations
+
+from .rlb import RLBReader
+
+
+class VerlReader(RLBReader):
+    name = "verl"
+    file_pattern = r"^\d+\.jsonl$"
+    step_pattern = r"^(\d+)\.jsonl$"
+    group_keys = ("uid",)
+
+    def fields(self) -> dict[str, str]:
+        return {**super().fields(), "prompt": "input", "response": "output", "reward": "score",
+                "ground_truth": "gts", **self.columns}
