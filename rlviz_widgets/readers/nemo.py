@@ -30,9 +30,10 @@ class NemoReader(RLBReader):
     def _spec(self, keys):
         schema, ex, used = super()._spec(keys)
         mapped = set(self.columns)
-        for c in ("prompt", "response", "reward", "tokens", "logprobs", "advantage", "group_id"):
+        f = self.fields()
+        for c in ("prompt", "response", "reward", "tokens", "logprobs", "advantage"):
             if c not in mapped:
-                schema.pop(self.fields()[c], None)
+                schema.pop(f[c], None)
         schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
                        "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
         c0 = "r.content->'$[0]'"

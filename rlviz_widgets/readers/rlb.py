@@ -251,13 +251,14 @@ class RLBReader:
             flags = t[f"_p_{f}"]
             for i in np.flatnonzero(_mask(pc.is_valid(flags)) & step_ok).tolist():
                 kind, value = flags[i].as_py(), t[f"_v_{f}"][i].as_py()
+                key = self.fields()[f]  # the file's own name for it
                 if kind == "missing":
                     if f == "reward":
-                        problems.append([int(line[i]), "missing_reward", "no reward: left empty"])
+                        problems.append([int(line[i]), "missing_reward", f"no {key}: left empty"])
                 elif kind == "type":
-                    problems.append([int(line[i]), "wrong_type", f"{f} is {_short(value)}, not a number: left empty"])
+                    problems.append([int(line[i]), "wrong_type", f"{key} is {_short(value)}, not a number: left empty"])
                 else:
-                    problems.append([int(line[i]), "nan", f"{f} is {value}: left empty"])
+                    problems.append([int(line[i]), "nan", f"{key} is {value}: left empty"])
         # token arrays: present but not a list, NaN / Infinity / null values, unequal lengths
         cols = {}
         lens = {}

@@ -1,0 +1,250 @@
+"""Other frameworks' rollout dumps: verl, TRL, open-instruct, NeMo-RL, any JSONL via columns=; format='auto'."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from formats import DecodeOnlyTokenizer, FakeTokenizer, write_nemo, write_openinstruct, write_trl, write_verl
+
+import rlviz_widgets
+from rlviz_widgets.readers.detect import FormatError
+from rlviz_widgets.synth import write_log
+
+
+def _open(source, cache_dir, **kw):
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        return rlviz_widgets.open_run(source, cache_dir=cache_dir, progress=False, **kw)
+
+
+# -- verl ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["auto", "verl"])
+def test_verl_dump(tmp_path, cache_dir, fmt):
+    recs = write_verl(tmp_path / "rollout", steps=(1, 2, 3))
+    run = _open(tmp_path / "rollout", cache_dir, format=fmt)
+    assert run.format == "verl"
+    s = run.samples.sort_values(["step", "line"]).reset_index(drop=True)
+    assert len(s) == len(recs) and run.step_values == [1, 2, 3]
+    assert s["prompt"].tolist() == [r["input"] for r in recs]
+    assert s["response"].tolist() == [r["output"] for r in recs]
+    assert np.allclose(s["reward"], [r["score"] for r in recs])
+    assert s["ground_truth"].tolist() == [r["gts"] for r in recs]
+    assert s["pred"].tolist() == [r["pred"] for r in recs]
+    assert s["acc"].tolist() == [float(r["acc"]) for r in recs]  # booleans read as 0/1
+    assert s["group_id"].tolist() == [r["uid"] for r in recs]
+    assert "uid" not in s.columns and "input" not in s.columns and "score" not in s.columns
+    assert s["request_id"].tolist() == [r["request_id"] for r in recs]
+    assert run.steps["samples"].tolist() == [6, 6, 6]
+    assert run.token_metrics == [] and run.problems.empty
+
+
+def test_verl_step_from_the_file_name(tmp_path, cache_dir):
+    write_verl(tmp_path / "val", steps=(40, 80), with_step=False)
+    run = _open(tmp_path / "val", cache_dir)
+    assert run.format == "verl" and run.step_values == [40, 80] and run.problems.empty
+
+
+def test_verl_bad_line_is_located(tmp_path, cache_dir):
+    write_verl(tmp_path / "rollout", steps=(1, 2))
+    f = tmp_path / "rollout" / "2.jsonl"
+    lines = f.read_text().splitlines()
+    lines[2] = lines[2][:30]  # a line cut short
+    lines[4] = lines[4].replace('"score": ', '"score": "high", "x": ')
+    f.write_text("\n".join(lines) + "\n")
+    run = _open(tmp_path / "rollout", cache_dir)
+    p = run.problems
+    bad = p[p.kind == "malformed_json"]
+    assert len(bad) == 1 and bad.file.iloc[0] == str(f.resolve()) and bad.line.iloc[0] == 3
+    typed = p[p.kind == "wrong_type"]
+    assert typed.line.tolist() == [5] and typed.message.iloc[0] == 'score is "high", not a number: left empty'
+    assert len(run.samples) == 11  # the cut line is skipped, the bad score left empty
+
+
+# -- TRL -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["auto", "trl"])
+def test_trl_completions(tmp_path, cache_dir, fmt):
+    rows = write_trl(tmp_path / "out", steps=(5, 10), prompts=2, n=4)
+    run = _open(tmp_path / "out", cache_dir, format=fmt)
+    assert run.format == "trl" and run.step_values == [5, 10]
+    s = run.samples.sort_values(["step", "line"]).reset_index(drop=True)
+    assert s["prompt"].tolist() == [r["prompt"] for r in rows]
+    assert s["response"].tolist() == [r["completion"] for r in rows]
+    assert np.allclose(s["reward"], [r["accuracy_reward"] + r["format_reward"] for r in rows])
+    assert np.allclose(s["accuracy_reward"], [r["accuracy_reward"] for r in rows])
+    assert np.allclose(s["advantage"], [r["advantage"] for r in rows])
+    assert s["group_id"].tolist() == [f"{r['step']}:{i // 4 % 2}" for i, r in enumerate(rows)]
+    assert s["line"].tolist() == list(range(1, 9)) * 2  # rows numbered like lines
+    assert run.problems.empty
+
+
+def test_trl_rewritten_file_is_rebuilt_and_step_from_name(tmp_path, cache_dir):
+    import pandas as pd
+
+    write_trl(tmp_path / "out", steps=(3,))
+    f = tmp_path / "out" / "completions" / "completions_00003.parquet"
+    assert len(_open(tmp_path / "out", cache_dir).samples) == 8
+    df = pd.read_parquet(f).drop(columns=["step"]).iloc[:5]
+    df.to_parquet(f)
+    run = _open(tmp_path / "out", cache_dir)
+    assert len(run.samples) == 5 and run.step_values == [3]
+
+
+# -- open-instruct ---------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["auto", "openinstruct"])
+def test_openinstruct_with_a_tokenizer(tmp_path, cache_dir, fmt):
+    recs = write_openinstruct(tmp_path / "traces", steps=(1, 2), prompts=2, n=2)
+    run = _open(tmp_path / "traces", cache_dir, format=fmt, tokenizer=FakeTokenizer())
+    assert run.format == "openinstruct" and run.step_values == [1, 2]
+    assert len(run.files) == 1  # the metadata file beside the shard is not a log
+    s = run.samples.sort_values(["step", "line"]).reset_index(drop=True)
+    assert len(s) == len(recs)
+    assert s["reward"].tolist() == [r["reward"] for r in recs]
+    assert np.allclose(s["advantage"], [r["advantage"] for r in recs])
+    assert s["group_id"].tolist() == [f"{r['step']}:{r['prompt_idx']}" for r in recs]
+    assert s["finish_reason"].tolist() == [r["finish_reason"] for r in recs]
+    assert s["ground_truth"].tolist() == [r["ground_truth"] for r in recs]
+    assert s["response"].tolist() == [" ".join(f"t{i}" for i in r["response_tokens"]) for r in recs]
+    assert s["prompt"].tolist() == [" ".join(f"t{i}" for i in r["prompt_tokens"]) for r in recs]
+    assert s["n_tokens"].tolist() == [len(r["response_tokens"]) for r in recs]
+    assert np.allclose(s["logprob_mean"], [np.mean(r["logprobs"]) for r in recs], atol=1e-6)
+    t = run.tokens(int(s["sample_id"].iloc[0]))
+    assert t["token"].tolist() == [f"Ġt{i}" for i in recs[0]["response_tokens"]]
+    assert np.allclose(t["logprob"], recs[0]["logprobs"], atol=1e-6)
+    assert "prompt_tokens" not in s.columns and "request_info" not in s.columns
+
+
+def test_openinstruct_ids_without_a_tokenizer(tmp_path, cache_dir):
+    recs = write_openinstruct(tmp_path / "traces", steps=(1,))
+    run = _open(tmp_path / "traces", cache_dir)
+    s = run.samples.sort_values("line").reset_index(drop=True)
+    assert s["response"].iloc[0] == " ".join(f"#{i}" for i in recs[0]["response_tokens"])
+    t = run.tokens(int(s["sample_id"].iloc[0]))
+    assert t["token"].tolist() == [f"#{i}" for i in recs[0]["response_tokens"]]
+    # a tokenizer with only decode(): each id decoded on its own; another cache entry than without one
+    run2 = _open(tmp_path / "traces", cache_dir, tokenizer=DecodeOnlyTokenizer())
+    t2 = run2.tokens(int(s["sample_id"].iloc[0]))
+    assert t2["token"].tolist() == [f"<{i}>" for i in recs[0]["response_tokens"]]
+    assert run2.samples.sort_values("line")["response"].iloc[0] == "".join(
+        f"<{i}>" for i in recs[0]["response_tokens"])
+
+
+# -- NeMo-RL ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["auto", "nemo"])
+def test_nemo_train_data(tmp_path, cache_dir, fmt):
+    truth = write_nemo(tmp_path / "logs" / "exp_001", steps=(1, 2, 3))
+    write_nemo(tmp_path / "logs" / "exp_001", steps=(3,), name="val_data_step", seed=9)  # validation: not train
+    run = _open(tmp_path / "logs", cache_dir, format=fmt, tokenizer=FakeTokenizer())
+    assert run.format == "nemo" and run.step_values == [1, 2, 3] and len(run.files) == 3
+    s = run.samples.sort_values(["step", "line"]).reset_index(drop=True)
+    assert len(s) == len(truth)
+    assert s["reward"].tolist() == [t["reward"] for t in truth]
+    assert np.allclose(s["advantage"], [t["advantage"] for t in truth], atol=1e-6)
+    assert s["prompt"].tolist() == [t["prompt"] for t in truth]
+    assert s["response"].tolist() == [t["response"] for t in truth]
+    assert s["n_tokens"].tolist() == [len(t["response_ids"]) for t in truth]
+    assert s["idx"].tolist() == [float(i) for i in [0, 1, 2, 3] * 3]
+    assert "input_lengths" in s.columns and "token_ids" not in s.columns
+    # groups: the prompt's text within a step, the same id for each of its responses
+    for (step, _), members in s.assign(g=[t["prompt_group"] for t in truth]).groupby(["step", "g"]):
+        assert members["group_id"].nunique() == 1 and members["group_id"].iloc[0].startswith(f"{step}:")
+    assert s["group_id"].nunique() == 6
+    t = run.tokens(int(s["sample_id"].iloc[1]))
+    assert t["token"].tolist() == [f"Ġt{i}" for i in truth[1]["response_ids"]]
+    assert np.allclose(t["logprob"], truth[1]["logprobs"], atol=1e-6)
+    assert run.problems.empty
+
+
+def test_nemo_without_tokenizer_shows_ids(tmp_path, cache_dir):
+    truth = write_nemo(tmp_path / "logs", steps=(7,))
+    run = _open(tmp_path / "logs" / "train_data_step7.jsonl", cache_dir)
+    sid = int(run.samples.sort_values("line")["sample_id"].iloc[0])
+    assert run.step_values == [7]
+    assert run.tokens(sid)["token"].tolist() == [f"#{i}" for i in truth[0]["response_ids"]]
+
+
+# -- any JSONL via columns= ------------------------------------------------------------------
+def _custom(folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = [{"iteration": it, "question": f"q{q}", "answer": f"a{q}{k}", "score": q + k / 10, "qid": f"{it}-{q}",
+             "judge": "ok"} for it in (0, 1) for q in range(2) for k in range(2)]
+    (folder / "dump.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return recs
+
+
+def test_columns_mapping_on_any_jsonl(tmp_path, cache_dir):
+    recs = _custom(tmp_path / "mine")
+    with pytest.raises(FormatError) as err:
+        _open(tmp_path / "mine", cache_dir)
+    msg = str(err.value)
+    assert "iteration, judge, qid, question, score" in msg and "format=" in msg and "columns=" in msg
+    run = _open(tmp_path / "mine", cache_dir, columns={"prompt": "question", "response": "answer", "reward": "score",
+                                                       "step": "iteration", "group_id": "qid"})
+    s = run.samples.sort_values(["step", "line"]).reset_index(drop=True)
+    assert run.format == "columns" and run.step_values == [0, 1]
+    assert s["prompt"].tolist() == [r["question"] for r in recs]
+    assert s["response"].tolist() == [r["answer"] for r in recs]
+    assert np.allclose(s["reward"], [r["score"] for r in recs])
+    assert s["group_id"].tolist() == [r["qid"] for r in recs]
+    assert s["judge"].tolist() == ["ok"] * 8 and "question" not in s.columns and "score" not in s.columns
+    with pytest.raises(ValueError, match="not a common column"):
+        _open(tmp_path / "mine", cache_dir, columns={"rewardz": "score"})
+
+
+def test_columns_override_a_detected_format(tmp_path, cache_dir):
+    recs = write_verl(tmp_path / "rollout", steps=(1,))
+    run = _open(tmp_path / "rollout", cache_dir, columns={"ground_truth": "pred"})
+    assert run.format == "verl"
+    s = run.samples.sort_values("line")
+    assert s["ground_truth"].tolist() == [r["pred"] for r in recs] and "pred" not in s.columns
+    assert "gts" in s.columns  # no longer mapped: a custom column
+
+
+# -- RL Logging Board schema: groups and advantage ---------------------------------------------
+def test_rlb_uid_and_advantage(tmp_path, cache_dir):
+    write_log(tmp_path / "grpo", steps=2, samples_per_step=8, tokens=4, ranks=1, group_size=4)
+    f = next((tmp_path / "grpo").glob("*.jsonl"))
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    for i, r in enumerate(recs):
+        r["advantage"] = i / 10
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = _open(tmp_path / "grpo", cache_dir)
+    assert run.format == "rlb"
+    s = run.samples.sort_values("line")
+    assert s["group_id"].tolist() == [r["uid"] for r in recs] and "uid" not in s.columns
+    assert np.allclose(s["advantage"], [r["advantage"] for r in recs])
+
+
+def test_rlb_group_index(tmp_path, cache_dir):
+    recs = [{"step": 1, "prompt": "p", "response": "r", "reward": 1.0, "group_index": i // 2} for i in range(4)]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    s = _open(tmp_path / "logs", cache_dir).samples.sort_values("line")
+    assert s["group_id"].tolist() == ["0", "0", "1", "1"] and "group_index" not in s.columns
+
+
+def test_rlb_without_groups_has_no_group_columns(tmp_path, cache_dir):
+    write_log(tmp_path / "ppo", steps=2, samples_per_step=4, tokens=4, ranks=1)
+    cols = _open(tmp_path / "ppo", cache_dir).columns
+    assert "group_id" not in cols and "advantage" not in cols
+
+
+# -- detection -------------------------------------------------------------------------------
+def test_mixed_formats_are_refused_clearly(tmp_path, cache_dir):
+    write_verl(tmp_path / "mix" / "verl", steps=(1,))
+    write_log(tmp_path / "mix" / "rlb", steps=1, samples_per_step=2, tokens=2, ranks=1)
+    with pytest.raises(FormatError) as err:
+        _open(tmp_path / "mix", cache_dir)
+    msg = str(err.value)
+    assert "rlb: 1 file(s)" in msg and "verl: 1 file(s)" in msg and "format=" in msg
+    # forcing one format reads that format's files only
+    run = _open(tmp_path / "mix", cache_dir, format="verl")
+    assert len(run.files) == 1 and len(run.samples) == 6
+
+
+def test_unknown_format_name(tmp_path, cache_dir):
+    write_verl(tmp_path / "rollout", steps=(1,))
+    with pytest.raises(ValueError, match="unknown format 'verll'; known: auto, rlb, verl"):
+        _open(tmp_path / "rollout", cache_dir, format="verll")
