@@ -100,7 +100,7 @@ class Run:
         self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
         self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
         self._progress = progress
-        self._con = duckdb.connect()
+        self._db = duckdb.connect()  # private, in memory: views and the numeric table live here
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
         self._pending: list[Problem] = []
@@ -129,7 +129,7 @@ class Run:
             for c, (state, n) in zip(caches, plans):
                 before = len(state.problems)
                 if n:
-                    state, p = cachemod.update(self._con, c, state, self._reader, bar.bytes)
+                    state, p = cachemod.update(self._db, c, state, self._reader, bar.bytes)
                     bar.file_done()
                     changed = True
                     pending += p
@@ -223,7 +223,7 @@ class Run:
         return self._paths[file_no]
 
     def _build_views(self) -> None:
-        con = self._con
+        con = self.con
         where = []
         lo, hi = self.step_range
         if lo is not None:
@@ -234,16 +234,16 @@ class Run:
         if self.max_samples_per_step:
             qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file_no) "
                        f"<= {int(self.max_samples_per_step)}")
-        con.execute(f"""CREATE OR REPLACE TEMP VIEW _samples_raw AS
+        con.execute(f"""CREATE OR REPLACE VIEW _samples_raw AS
             SELECT * FROM ({self._samples_sql(self._parts())})
             {'WHERE ' + ' AND '.join(where) if where else ''} {qualify}""")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
         kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _samples_raw)").fetchall())
         nums = [c for c, t in kinds.items() if c not in ("prompt", "response", "ref_response", "ground_truth", "file")
                 and not t.startswith("VARCHAR")]
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _nums AS
+        con.execute(f"""CREATE OR REPLACE TABLE _nums AS
             SELECT {', '.join(f'"{c}"' for c in nums)} FROM _samples_raw ORDER BY step, line, file_no""")
-        con.execute("CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
+        con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
                     "ORDER BY step, line, file_no")
         self._domains: dict = {}
         self._build_tokens_view()
@@ -284,35 +284,39 @@ class Run:
 
     def _build_tokens_view(self) -> None:
         sql = self._tokens_sql(self._parts())
-        self._con.execute(f"""CREATE OR REPLACE TEMP VIEW tokens AS
+        self.con.execute(f"""CREATE OR REPLACE VIEW tokens AS
             SELECT t.* FROM ({sql}) t SEMI JOIN _nums i ON t.sample_id = i.sample_id""")
 
     # -- frames ----------------------------------------------------------------------------
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection holding the ``samples`` and ``tokens`` views."""
-        return self._con
+        """A DuckDB cursor on the run's database (views ``samples`` and ``tokens``).
+
+        Each access gives a new cursor, so widget requests and the user's own queries never
+        collide on one connection (DuckDB refuses concurrent calls on the same connection).
+        """
+        return self._db.cursor()
 
     @property
     def samples(self) -> pd.DataFrame:
         """One row per sample: texts, rewards, token reductions, custom fields, file and line."""
-        return self._con.execute("SELECT * FROM samples").df()
+        return self.con.execute("SELECT * FROM samples").df()
 
     @property
     def n_samples(self) -> int:
         """How many samples pass the run's options."""
-        return self._con.execute("SELECT count(*) FROM _nums").fetchall()[0][0]
+        return self.con.execute("SELECT count(*) FROM _nums").fetchall()[0][0]
 
     @property
     def step_values(self) -> list[int]:
         """The distinct steps, ascending (gaps need not be uniform)."""
-        return [s for (s,) in self._con.execute("SELECT DISTINCT step FROM _nums ORDER BY step").fetchall()]
+        return [s for (s,) in self.con.execute("SELECT DISTINCT step FROM _nums ORDER BY step").fetchall()]
 
     @property
     def steps(self) -> pd.DataFrame:
         """One row per step: sample count and mean, std, min, max, p05..p95 of the main metrics."""
         if self._steps_cache is None:
-            self._steps_cache = self._con.execute(self.steps_sql()).df()
+            self._steps_cache = self.con.execute(self.steps_sql()).df()
         return self._steps_cache.copy()
 
     def steps_sql(self, where: str = "") -> str:
@@ -345,13 +349,13 @@ class Run:
             raise ValueError("bins must be at least 1")
         c = f'"{column}"'
         src = self._numeric(where)
-        lo, hi = self._con.execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
+        lo, hi = self.con.execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
             return pd.DataFrame(columns=cols)
         width = (hi - lo) / bins if hi > lo else 1.0
         cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
-        df = self._con.execute(f"""
+        df = self.con.execute(f"""
             SELECT step, least(floor(({c} - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin, count(*) AS count
             FROM {src} WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
         df["bin_start"] = lo + df["bin"] * width
@@ -374,7 +378,7 @@ class Run:
         rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
                         for c in cols)
         src = self._numeric(where)
-        vals = [v for v in self._con.execute(f"SELECT {rng} FROM {src} {cond}").fetchall()[0] if v is not None]
+        vals = [v for v in self.con.execute(f"SELECT {rng} FROM {src} {cond}").fetchall()[0] if v is not None]
         if not vals:
             return pd.DataFrame(columns=out_cols)
         lo, hi = min(vals), max(vals)
@@ -383,14 +387,13 @@ class Run:
         bucket = "step"
         if max_steps and len(steps) > max_steps:
             edges = steps[:: -(-len(steps) // max_steps)]
-            self._con.execute("CREATE OR REPLACE TEMP TABLE _step_buckets (first BIGINT)")
-            self._con.executemany("INSERT INTO _step_buckets VALUES (?)", [(e,) for e in edges])
-            bucket = "(SELECT max(first) FROM _step_buckets WHERE first <= step)"
+            firsts = ", ".join(f"({int(e)})" for e in edges)
+            bucket = f"(SELECT max(first) FROM (VALUES {firsts}) b(first) WHERE first <= step)"
         unions = " UNION ALL ".join(
             f"""SELECT '{c}' AS "column", {bucket} AS step,
                        least(floor(("{c}" - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin
                 FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
-        df = self._con.execute(f"""SELECT "column", step, bin, count(*) AS count FROM ({unions})
+        df = self.con.execute(f"""SELECT "column", step, bin, count(*) AS count FROM ({unions})
                                    GROUP BY ALL ORDER BY "column", step, bin""").df()
         df["bin_start"] = lo + df["bin"] * width
         df["bin_end"] = df["bin_start"] + width
@@ -405,9 +408,9 @@ class Run:
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:
-            return self._con.execute(self._tokens_sql([])).df()
+            return self.con.execute(self._tokens_sql([])).df()
         sql = self._tokens_sql(parts, lines=by_file)
-        df = self._con.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
+        df = self.con.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
         order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
         return df.sort_values(["sample_id", "position"], key=lambda s: s.map(order) if s.name == "sample_id" else s,
                               kind="stable").reset_index(drop=True)
@@ -419,9 +422,9 @@ class Run:
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:
-            return self._con.execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
+            return self.con.execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
         sql = self._samples_sql(parts, lines=by_file)
-        df = self._con.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
+        df = self.con.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
         order = {sid: k for k, sid in enumerate(ids)}
         df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
         return df.drop(columns="__id").reset_index(drop=True)
@@ -476,7 +479,7 @@ class Run:
             # a fixed, spread-out subset of samples is enough for a p99, and keeps this fast on
             # runs of hundreds of millions of tokens (only their row groups are read)
             cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
-            ids = [i for (i,) in self._con.execute(
+            ids = [i for (i,) in self.con.execute(
                 f"SELECT sample_id FROM _nums {cond} ORDER BY hash(sample_id) LIMIT {DOMAIN_SAMPLES}").fetchall()]
             toks = self.tokens(ids)
             vals = toks[metric].to_numpy(dtype="float64", na_value=np.nan) if metric in toks else np.zeros(0)
@@ -492,12 +495,12 @@ class Run:
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
-        return self._con.execute(query, params or []).df()
+        return self.con.execute(query, params or []).df()
 
     @property
     def columns(self) -> list[str]:
         """Column names of ``samples``."""
-        return [c for (c,) in self._con.execute("SELECT column_name FROM (DESCRIBE samples)").fetchall()]
+        return [c for (c,) in self.con.execute("SELECT column_name FROM (DESCRIBE samples)").fetchall()]
 
     @property
     def problems(self) -> pd.DataFrame:
@@ -539,4 +542,4 @@ class Run:
 
     def close(self) -> None:
         """Release the DuckDB connection."""
-        self._con.close()
+        self._db.close()

@@ -26,8 +26,9 @@ def _q(name: str) -> str:
 class TableSource:
     """Pages over a relation with a ``sample_id`` column."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, full: str, nums: str, rows_fn=None):
-        self.con = con
+    def __init__(self, db: duckdb.DuckDBPyConnection, full: str, nums: str, rows_fn=None):
+        self._db = db
+        self._tag = f"_table_filter_{id(self):x}"  # several tables may share one run's database
         self.full = full  # relation with every column (texts too)
         self.nums = nums  # relation with the numeric columns only (fast to sort and count)
         self._rows_fn = rows_fn
@@ -43,9 +44,14 @@ class TableSource:
         # the log's own order where there is one, else sample_id
         self._natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else "sample_id"
 
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """A fresh cursor: kernel-side requests may overlap the user's own queries."""
+        return self._db.cursor()
+
     @classmethod
     def from_run(cls, run) -> TableSource:
-        return cls(run.con, "samples", "_nums", rows_fn=run.rows)
+        return cls(run._db, "samples", "_nums", rows_fn=run.rows)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:
@@ -113,11 +119,11 @@ class TableSource:
                 conds.append("(" + " OR ".join(f"{_q(c)} ILIKE {lit} ESCAPE '\\'" for c in cols) + ")")
             uses_text = key[0] or any(re.search(rf"\b{re.escape(c)}\b", key[1]) for c in self.text_columns)
             src = self.full if uses_text else self.nums
-            self.con.execute(f"CREATE OR REPLACE TEMP TABLE _table_filter AS SELECT sample_id FROM {src} "
+            self.con.execute(f"CREATE OR REPLACE TABLE {self._tag} AS SELECT sample_id FROM {src} "
                              f"WHERE {' AND '.join(conds)}")
             self._filter_key = key
             self._order_key = None
-        return f"(SELECT n.* FROM {self.nums} n SEMI JOIN _table_filter f ON n.sample_id = f.sample_id)"
+        return f"(SELECT n.* FROM {self.nums} n SEMI JOIN {self._tag} f ON n.sample_id = f.sample_id)"
 
     def count(self, search: str = "", where: str = "") -> int:
         return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]

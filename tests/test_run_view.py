@@ -135,14 +135,25 @@ def test_follow_polls_in_the_event_loop(logs, view):
         await asyncio.sleep(0.1)
         return view.run.step_values, view._follow_task
 
-    steps, task = asyncio.run(scenario())
+    steps, task = in_fresh_thread(lambda: asyncio.run(scenario()))
     assert 7 in steps and task is None
 
 
 def test_follow_without_an_event_loop_says_what_to_do(view):
-    with pytest.raises(RuntimeError, match="poll"):
-        view.follow = True
-    assert view.follow is False
+    def switch_on():
+        with pytest.raises(RuntimeError, match="poll"):
+            view.follow = True
+        return view.follow
+
+    assert in_fresh_thread(switch_on) is False
+
+
+def in_fresh_thread(fn):
+    """Run fn where no event loop runs (pytest may share the main thread with Playwright's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result(timeout=60)
 
 
 def test_frames_are_dataframes(view):
