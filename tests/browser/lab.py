@@ -106,7 +106,8 @@ class Notebook:
 
     def __init__(self, page, base: str, name: str, app: str = "lab"):
         self.page, self.base, self.name = page, base, name
-        url = f"{base}/lab/tree/{name}" if app == "lab" else f"{base}/notebooks/{name}"
+        # ?reset: a fresh workspace, so notebooks of earlier tests are not restored beside this one
+        url = f"{base}/lab/tree/{name}?reset" if app == "lab" else f"{base}/notebooks/{name}"
         page.goto(url)
         page.wait_for_function(
             "window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
