@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from . import lines as linereader
 from .problems import Problem
 
-CACHE_VERSION = 3  # 3: group_id / advantage columns
+CACHE_VERSION = 4  # 3: group_id / advantage columns; 4: 256-row groups
 TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
 BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
@@ -227,5 +227,5 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
              or pa.types.is_large_string(table.schema.field(c).type) or c == "tokens"]
     # no dictionaries for float lists (all distinct: pure cost); stats on line/step for pruning
     pq.write_table(table, tmp, compression="snappy", use_dictionary=texts, write_statistics=["line", "step"],
-                   row_group_size=1024)
+                   row_group_size=256)  # small groups: a page of scattered rows reads little text
     os.replace(tmp, folder / f"part-{part}.parquet")

@@ -8,15 +8,18 @@ Brushes are interval params: ``steps_brush`` over step on the curves and the hea
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import warnings
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
 STEPS_BRUSH = "steps_brush"
 REWARD_BRUSH = "reward_brush"
 SERIES_COLORS = {"reward": "#d6604d", "ref_reward": "#4393c3"}
+SPEC_VERSION = 1  # bump when _run_spec changes, so cached specs are rebuilt
 
 
 def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = False, run: str = "") -> pd.DataFrame:
@@ -51,6 +54,8 @@ def columns_payload(df: pd.DataFrame) -> dict[str, list]:
         if pd.api.types.is_numeric_dtype(s):
             arr = s.astype("float64").to_numpy()
             ints = pd.api.types.is_integer_dtype(s)
+            if not ints:  # 7 significant digits are plenty for a chart and halve the JSON
+                arr = np.array([float(f"{v:.7g}") if np.isfinite(v) else v for v in arr.tolist()])
             out[c] = [None if not np.isfinite(v) else (int(v) if ints else float(v)) for v in arr]
         else:
             out[c] = [None if v is None or (isinstance(v, float) and v != v) else str(v) for v in s.tolist()]
@@ -58,13 +63,38 @@ def columns_payload(df: pd.DataFrame) -> dict[str, list]:
 
 
 def run_spec(**kwargs) -> dict:
-    """The whole RunView chart: step curves on top, reward distribution below."""
+    """The whole RunView chart: step curves on top, reward distribution below.
+
+    Built with Altair once per set of options and kept in the cache dir: importing Altair (its
+    schema validation) takes over a second, which a RunView should not pay every time.
+    """
+    from importlib.metadata import version
+
+    from .cache import default_cache_root
+
+    key = json.dumps([SPEC_VERSION, version("altair"), {k: str(v) for k, v in kwargs.items()}], sort_keys=True)
+    key = hashlib.sha1(key.encode()).hexdigest()
+    path = default_cache_root() / "specs" / f"{key[:20]}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    import altair as alt
+
     with warnings.catch_warnings():  # one brush shared by several views is the point, not an accident
         warnings.simplefilter("ignore", UserWarning)
-        return _run_spec(**kwargs)
+        spec = _run_spec(alt, **kwargs)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(spec))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache dir only costs the rebuild next time
+        pass
+    return spec
 
 
-def _run_spec(*, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 215,
+def _run_spec(alt, *, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 215,
               height: int = 150, multi_run: bool = False) -> dict:
     steps_brush = alt.selection_interval(name=STEPS_BRUSH, encodings=["x"])
     reward_brush = alt.selection_interval(name=REWARD_BRUSH, encodings=["x"])

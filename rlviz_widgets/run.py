@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -242,7 +243,7 @@ class Run:
         nums = [c for c, t in kinds.items() if c not in ("prompt", "response", "ref_response", "ground_truth", "file")
                 and not t.startswith("VARCHAR")]
         con.execute(f"""CREATE OR REPLACE TABLE _nums AS
-            SELECT {', '.join(f'"{c}"' for c in nums)} FROM _samples_raw ORDER BY step, line, file_no""")
+            SELECT {', '.join(f'"{c}"' for c in nums)} FROM _samples_raw""")
         con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
                     "ORDER BY step, line, file_no")
         self._domains: dict = {}
@@ -384,13 +385,15 @@ class Run:
         lo, hi = min(vals), max(vals)
         width = (hi - lo) / bins if hi > lo else 1.0
         steps = self.step_values
-        bucket = "step"
         if max_steps and len(steps) > max_steps:
             edges = steps[:: -(-len(steps) // max_steps)]
-            firsts = ", ".join(f"({int(e)})" for e in edges)
-            bucket = f"(SELECT max(first) FROM (VALUES {firsts}) b(first) WHERE first <= step)"
+            # each step -> the first step of its bucket, as a small table joined by hash
+            first_of = {s: edges[min(bisect.bisect_right(edges, s), len(edges)) - 1] for s in steps}
+            pairs = ", ".join(f"({int(s)}, {int(f)})" for s, f in first_of.items())
+            src = (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
+                   f"JOIN (VALUES {pairs}) b(s, first) ON x.step = b.s)")
         unions = " UNION ALL ".join(
-            f"""SELECT '{c}' AS "column", {bucket} AS step,
+            f"""SELECT '{c}' AS "column", step,
                        least(floor(("{c}" - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin
                 FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
         df = self.con.execute(f"""SELECT "column", step, bin, count(*) AS count FROM ({unions})

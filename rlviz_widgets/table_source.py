@@ -146,7 +146,7 @@ class TableSource:
                     rel = (f"(SELECT f.sample_id, f.{_q(sort_by)} FROM {self.full} f "
                            f"SEMI JOIN {rel} r ON f.sample_id = r.sample_id)")
                 order = f"{_q(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, sample_id"
-            elif rel == self.nums:
+            else:  # the log's own order, filtered or not
                 order = self._natural_order
             # 8 bytes a row: even a million rows is a small numpy array, and a page is a slice
             self._order = self.con.execute(f"SELECT sample_id FROM {rel} ORDER BY {order}").fetchnumpy()["sample_id"]

@@ -85,8 +85,8 @@ class RunView(W.VBox):
         self._syncing = False
         run = self.run
         self._has_tokens = bool(run.token_metrics)
-        self._has_ref = "ref_reward" in run.columns and run.sql(
-            "select count(ref_reward) n from _nums").n[0] > 0
+        self._has_ref = "ref_reward" in run.columns and bool(run.sql(
+            "select count(ref_reward) n from _nums").n[0] > 0)
         # controls
         self.band = W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1, description="band ×std",
                                   continuous_update=False, layout=W.Layout(width="260px"))

@@ -57,10 +57,10 @@ def jupyter_server(root: Path, state: Path, app: str = "jupyterlab", env_extra: 
     (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     port = free_port()
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(state / "cfg"), JUPYTER_DATA_DIR=str(state / "data"),
-               IPYTHONDIR=str(state / "ipython"), JUPYTER_RUNTIME_DIR=str(state / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(state / "ws"),
-               RLVIZ_CACHE_DIR=str(state / "rlviz-cache"), PYTHONPATH=str(root), **(env_extra or {}))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(state / "cfg"), "JUPYTER_DATA_DIR": str(state / "data"),
+           "IPYTHONDIR": str(state / "ipython"), "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(state / "ws"),
+           "RLVIZ_CACHE_DIR": str(state / "rlviz-cache"), "PYTHONPATH": str(root), **(env_extra or {})}
     # the kernel finds the data through the notebook folder (cwd)
     log = open(state / f"{app}.log", "w")
     server = subprocess.Popen(
