@@ -19,7 +19,7 @@ import pandas as pd
 STEPS_BRUSH = "steps_brush"
 REWARD_BRUSH = "reward_brush"
 SERIES_COLORS = {"reward": "#d6604d", "ref_reward": "#4393c3"}
-SPEC_VERSION = 1  # bump when _run_spec changes, so cached specs are rebuilt
+SPEC_VERSION = 2  # bump when _run_spec changes, so cached specs are rebuilt
 
 
 def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = False, run: str = "") -> pd.DataFrame:
@@ -95,18 +95,22 @@ def run_spec(**kwargs) -> dict:
 
 
 def _run_spec(alt, *, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 215,
-              height: int = 150, multi_run: bool = False) -> dict:
+              height: int = 150, runs: tuple[str, ...] = ()) -> dict:
+    multi = len(runs) > 1
     steps_brush = alt.selection_interval(name=STEPS_BRUSH, encodings=["x"])
     reward_brush = alt.selection_interval(name=REWARD_BRUSH, encodings=["x"])
     x = alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1, format="~s"))
-    color = alt.Color("series:N", title=None,
-                      scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())),
-                      legend=alt.Legend(orient="top"))
-    detail = [alt.Detail("run:N")] if multi_run else []
-    dash = alt.StrokeDash("run:N", title="run") if multi_run else alt.StrokeDash("series:N", legend=None)
+    series_scale = alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values()))
+    run_color = alt.Color("run:N", title="run", scale=alt.Scale(domain=list(runs)), legend=alt.Legend(orient="top"))
+    if multi:  # several runs: colour is the run, a dashed line the reference
+        color = run_color
+        dash = alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top"))
+    else:
+        color = alt.Color("series:N", title=None, scale=series_scale, legend=alt.Legend(orient="top"))
+        dash = alt.StrokeDash("series:N", legend=None)
     curves = alt.Chart(alt.Data(name="curves"))
-    band = curves.mark_area(opacity=0.18).encode(*detail, x=x, y=alt.Y("lo:Q", title="reward"), y2="hi:Q",
-                                                 color=color)
+    band = curves.mark_area(opacity=0.15).encode(x=x, y=alt.Y("lo:Q", title="reward"), y2="hi:Q", color=color,
+                                                 detail="series:N")
     line = curves.mark_line().encode(
         x=x, y="mean:Q", color=color, strokeDash=dash,
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("series:N"), alt.Tooltip("run:N"),
@@ -115,48 +119,58 @@ def _run_spec(alt, *, metric: str = "kl_mean", has_ref: bool = True, has_tokens:
     reward_chart = (band + line).properties(title="reward (mean ± band·std)", width=width, height=height)
 
     stats = alt.Chart(alt.Data(name="steps"))
-    run_color = alt.Color("run:N", title="run") if multi_run else alt.value("#5e3c99")
     label = {"kl_mean": "mean KL (k3)", "log_ratio_mean": "mean log-ratio"}.get(metric, metric)
     kl_chart = stats.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
-        x=x, y=alt.Y(f"{metric}:Q", title=label), color=run_color,
-        tooltip=["step:Q", alt.Tooltip(f"{metric}:Q", format=".4g"), "samples:Q"],
+        x=x, y=alt.Y(f"{metric}:Q", title=label), color=run_color if multi else alt.value("#5e3c99"),
+        tooltip=["step:Q", "run:N", alt.Tooltip(f"{metric}:Q", format=".4g"), "samples:Q"],
     ).add_params(steps_brush).properties(title=label + " per step", width=width, height=height)
     length_field = "length_mean" if has_tokens else "chars_mean"
     length_chart = stats.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
         x=x, y=alt.Y(f"{length_field}:Q", title="tokens" if has_tokens else "characters"),
-        color=alt.Color("run:N", title="run") if multi_run else alt.value("#1b7837"),
-        tooltip=["step:Q", alt.Tooltip(f"{length_field}:Q", format=".4g")],
+        color=run_color if multi else alt.value("#1b7837"),
+        tooltip=["step:Q", "run:N", alt.Tooltip(f"{length_field}:Q", format=".4g")],
     ).add_params(steps_brush).properties(title="mean response length", width=width, height=height)
     top = [reward_chart, kl_chart, length_chart] if has_tokens else [reward_chart, length_chart]
 
     hist = alt.Chart(alt.Data(name="hist"))
-    heat = hist.transform_filter(alt.datum.column == "reward").mark_rect().encode(
+    heat = hist.transform_filter(alt.datum.column == "reward")
+    title = "reward distribution per step"
+    if multi:  # one run's heat map at a time, picked in the chart
+        heat_run = alt.param(name="heat_run", value=runs[0],
+                             bind=alt.binding_select(options=list(runs), name="heat map of run "))
+        heat = heat.add_params(heat_run).transform_filter(alt.datum.run == heat_run)
+        title = "reward distribution per step (one run)"
+    heat = heat.mark_rect().encode(
         x=alt.X("step:Q", title="step"), x2="step_end:Q",
         y=alt.Y("bin_start:Q", title="reward"), y2="bin_end:Q",
         color=alt.Color("sum(count):Q", title="samples", scale=alt.Scale(scheme="blues")),
         tooltip=["step:Q", alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
                  alt.Tooltip("sum(count):Q", title="samples")],
-    ).add_params(steps_brush).properties(title="reward distribution per step", width=width, height=height)
-    overlay = ["reward", "ref_reward"] if has_ref else ["reward"]
-    histogram = hist.transform_filter(steps_brush).transform_filter(
-        alt.FieldOneOfPredicate(field="column", oneOf=overlay)).mark_bar(opacity=0.55, binSpacing=0).encode(
-        x=alt.X("bin_start:Q", title="reward (brushed steps)"), x2="bin_end:Q",
-        y=alt.Y("sum(count):Q", title="samples", stack=None),
-        color=alt.Color("column:N", title=None, scale=alt.Scale(domain=list(SERIES_COLORS),
-                                                                 range=list(SERIES_COLORS.values())),
-                        legend=alt.Legend(orient="top")),
-        tooltip=["column:N", alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
-                 alt.Tooltip("sum(count):Q", title="samples")],
-    ).add_params(reward_brush).properties(title="reward histogram (drag to pick a range)", width=width,
-                                          height=height)
+    ).add_params(steps_brush).properties(title=title, width=width, height=height)
+    tip = [alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
+           alt.Tooltip("sum(count):Q", title="samples")]
+    if multi:  # the runs overlaid
+        histogram = hist.transform_filter(steps_brush).transform_filter(alt.datum.column == "reward").mark_bar(
+            opacity=0.5, binSpacing=0).encode(
+            x=alt.X("bin_start:Q", title="reward (brushed steps)"), x2="bin_end:Q",
+            y=alt.Y("sum(count):Q", title="samples", stack=None), color=run_color, tooltip=["run:N", *tip])
+    else:  # policy and reference overlaid
+        overlay = ["reward", "ref_reward"] if has_ref else ["reward"]
+        histogram = hist.transform_filter(steps_brush).transform_filter(
+            alt.FieldOneOfPredicate(field="column", oneOf=overlay)).mark_bar(opacity=0.55, binSpacing=0).encode(
+            x=alt.X("bin_start:Q", title="reward (brushed steps)"), x2="bin_end:Q",
+            y=alt.Y("sum(count):Q", title="samples", stack=None),
+            color=alt.Color("column:N", title=None, scale=series_scale, legend=alt.Legend(orient="top")),
+            tooltip=["column:N", *tip])
+    histogram = histogram.add_params(reward_brush).properties(
+        title="reward histogram (drag to pick a range)", width=width, height=height)
     charts = [heat, histogram]
     if has_ref:
         gap = hist.transform_filter(steps_brush).transform_filter(alt.datum.column == "reward_gap").mark_bar(
-            color="#8073ac", binSpacing=0).encode(
+            binSpacing=0, opacity=0.5 if multi else 1.0).encode(
             x=alt.X("bin_start:Q", title="reward − ref_reward (brushed steps)"), x2="bin_end:Q",
-            y=alt.Y("sum(count):Q", title="samples"),
-            tooltip=[alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
-                     alt.Tooltip("sum(count):Q", title="samples")],
+            y=alt.Y("sum(count):Q", title="samples", stack=None),
+            color=run_color if multi else alt.value("#8073ac"), tooltip=["run:N", *tip] if multi else tip,
         ).properties(title="reward gap", width=width, height=height)
         charts.append(gap)
     # one flat concat: Vega-Lite's interval brushes break in nested concats that start without data

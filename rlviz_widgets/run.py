@@ -223,8 +223,8 @@ class Run:
             self._paths = {n: p for p, n in self._file_no.items()}
         return self._paths[file_no]
 
-    def _build_views(self) -> None:
-        con = self.con
+    def _samples_raw_sql(self) -> str:
+        """Every sample passing the run's options (step range, per-step cap), texts cleaned."""
         where = []
         lo, hi = self.step_range
         if lo is not None:
@@ -235,13 +235,16 @@ class Run:
         if self.max_samples_per_step:
             qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file_no) "
                        f"<= {int(self.max_samples_per_step)}")
-        con.execute(f"""CREATE OR REPLACE VIEW _samples_raw AS
-            SELECT * FROM ({self._samples_sql(self._parts())})
-            {'WHERE ' + ' AND '.join(where) if where else ''} {qualify}""")
+        return (f"SELECT * FROM ({self._samples_sql(self._parts())}) "
+                f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
+
+    def _build_views(self) -> None:
+        con = self.con
+        con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
         kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _samples_raw)").fetchall())
         nums = [c for c, t in kinds.items() if c not in ("prompt", "response", "ref_response", "ground_truth", "file")
-                and not t.startswith("VARCHAR")]
+                and (not t.startswith("VARCHAR") or c == "run")]
         con.execute(f"""CREATE OR REPLACE TABLE _nums AS
             SELECT {', '.join(f'"{c}"' for c in nums)} FROM _samples_raw""")
         con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
@@ -337,7 +340,7 @@ class Run:
 
     def _numeric(self, where: str = "") -> str:
         """The in-memory numeric table when ``where`` needs no text column, else the full view."""
-        texts = ("prompt", "response", "ref_response", "ground_truth", "file")
+        texts = ("prompt", "response", "ref_response", "ground_truth", "file", "group_id")
         if where and any(t in where for t in texts):
             return "samples"
         return "_nums"
@@ -364,7 +367,7 @@ class Run:
         return df[cols]
 
     def histograms(self, columns: Iterable[str] = ("reward", "ref_reward"), bins: int = 30, where: str = "",
-                   max_steps: int | None = None) -> pd.DataFrame:
+                   max_steps: int | None = None, by: tuple[str, ...] = ()) -> pd.DataFrame:
         """Long-form counts per (column, step, bin) with ONE edge set shared by the given columns.
 
         Columns on one edge set can be overlaid (reward vs ref_reward). With ``max_steps``, steps are
@@ -372,7 +375,8 @@ class Run:
         small however long the run.
         """
         cols = [c for c in columns if c in self.columns]
-        out_cols = ["column", "step", "step_end", "bin", "bin_start", "bin_end", "count"]
+        out_cols = [*by, "column", "step", "step_end", "bin", "bin_start", "bin_end", "count"]
+        extra = "".join(f'"{b}", ' for b in by)
         if not cols or bins < 1:
             return pd.DataFrame(columns=out_cols)
         cond = f"WHERE {where}" if where else ""
@@ -393,11 +397,11 @@ class Run:
             src = (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
                    f"JOIN (VALUES {pairs}) b(s, first) ON x.step = b.s)")
         unions = " UNION ALL ".join(
-            f"""SELECT '{c}' AS "column", step,
+            f"""SELECT {extra}'{c}' AS "column", step,
                        least(floor(("{c}" - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin
                 FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
-        df = self.con.execute(f"""SELECT "column", step, bin, count(*) AS count FROM ({unions})
-                                   GROUP BY ALL ORDER BY "column", step, bin""").df()
+        df = self.con.execute(f"""SELECT {extra}"column", step, bin, count(*) AS count FROM ({unions})
+                                   GROUP BY ALL ORDER BY ALL""").df()
         df["bin_start"] = lo + df["bin"] * width
         df["bin_end"] = df["bin_start"] + width
         ordered = sorted(set(df["step"]))

@@ -12,8 +12,8 @@ import duckdb
 import pandas as pd
 
 TEXT_CLIP = 300
-DEFAULT_COLUMNS = ("sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum", "log_ratio_mean",
-                   "log_ratio_sum", "n_tokens", "prompt", "response")
+DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
+                   "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
 SEARCH_COLUMNS = ("prompt", "response", "ref_response")
@@ -34,8 +34,8 @@ class TableSource:
         self._rows_fn = rows_fn
         kinds = self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {full})").fetchall()
         self.kinds = {c: t for c, t in kinds}
-        num_cols = {c for (c, _) in self.con.execute(f"SELECT column_name, 1 FROM (DESCRIBE SELECT * FROM {nums})")
-                    .fetchall()}
+        num_cols = {c for (c, t) in self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
+                                                     f"{nums})").fetchall() if not t.startswith("VARCHAR")}
         self.num_columns = [c for c in self.kinds if c in num_cols]
         self.text_columns = [c for c in self.kinds if c not in num_cols]
         self._filter_key: tuple | None = None

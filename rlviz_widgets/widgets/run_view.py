@@ -12,6 +12,7 @@ import traitlets
 from .. import charts
 from .. import groups as groupsmod
 from ..run import Run, open_run
+from ..runset import RunSet
 from .chart import ChartWidget
 from .sample_table import SampleTable
 from .token_strip import TokenStrip
@@ -78,9 +79,15 @@ class RunView(W.VBox):
 
     def __init__(self, source: Run | str | os.PathLike | list, *, bins: int = 30, follow: bool = False,
                  follow_interval: float = 3.0, **open_run_options):
-        self.run = source if isinstance(source, Run) else open_run(source, **open_run_options)
-        if isinstance(source, Run) and open_run_options:
-            raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")
+        if isinstance(source, Run):
+            if open_run_options:
+                raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")
+            self.run = source
+        elif isinstance(source, dict):  # several runs overlaid: {"baseline": path_a, "kl0.05": path_b}
+            self.run = RunSet.open(source, **open_run_options)
+        else:
+            self.run = open_run(source, **open_run_options)
+        self._runs = tuple(self.run.runs) if isinstance(self.run, RunSet) else ()
         self.bins = bins
         self._syncing = False
         run = self.run
@@ -464,22 +471,31 @@ class RunView(W.VBox):
 
     def _spec(self) -> dict:
         return charts.run_spec(metric=self.kl_metric.value if hasattr(self, "kl_metric") else "kl_mean",
-                               has_ref=self._has_ref, has_tokens=self._has_tokens)
+                               has_ref=self._has_ref, has_tokens=self._has_tokens, runs=self._runs)
 
     def _datasets(self) -> dict[str, pd.DataFrame]:
-        steps = self.run.steps
-        cols = ["reward", "ref_reward", "reward_gap"] if self._has_ref else ["reward"]
-        hist = pd.concat([self.run.histograms(cols[:2], self.bins, max_steps=MAX_HIST_STEPS)]
-                         + ([self.run.histograms(["reward_gap"], self.bins, max_steps=MAX_HIST_STEPS)]
-                            if self._has_ref else []), ignore_index=True)
-        return {"curves": charts.curves_frame(steps, self.band.value, self.zero_shift.value),
-                "steps": charts.steps_frame(steps), "hist": hist}
+        per_run = {name: r.steps for name, r in self.run.runs.items()} if self._runs else {"": self.run.steps}
+        curves = pd.concat([charts.curves_frame(st, self.band.value, self.zero_shift.value, run=name)
+                            for name, st in per_run.items()], ignore_index=True)
+        stats = pd.concat([charts.steps_frame(st, run=name) for name, st in per_run.items()], ignore_index=True)
+        by = ("run",) if self._runs else ()
+        if self._runs:  # runs overlaid on one edge set: reward and gap
+            hist = pd.concat([self.run.histograms(["reward"], self.bins, max_steps=MAX_HIST_STEPS, by=by)]
+                             + ([self.run.histograms(["reward_gap"], self.bins, max_steps=MAX_HIST_STEPS, by=by)]
+                                if self._has_ref else []), ignore_index=True)
+        else:  # policy and reference on one edge set, gap on its own
+            cols = ["reward", "ref_reward"] if self._has_ref else ["reward"]
+            hist = pd.concat([self.run.histograms(cols, self.bins, max_steps=MAX_HIST_STEPS)]
+                             + ([self.run.histograms(["reward_gap"], self.bins, max_steps=MAX_HIST_STEPS)]
+                                if self._has_ref else []), ignore_index=True)
+        return {"curves": curves, "steps": stats, "hist": hist}
 
     def _header_html(self) -> str:
         run = self.run
         probs = len(run.problems)
         n_steps = len(run.step_values)
         parts = [f"<b>{run.n_samples:,}</b> samples", f"<b>{n_steps}</b> steps", f"<b>{len(run.files)}</b> file(s)",
+                 *([f"runs: {', '.join(html.escape(n) for n in self._runs)}"] if self._runs else []),
                  "token arrays: " + (", ".join(run.token_metrics[:4]) + "…" if self._has_tokens else "none")]
         if probs:
             parts.append(f"<span style='color: var(--jp-warn-color0, #b45309)'>{probs} problem(s) in the logs: "
@@ -508,7 +524,8 @@ class RunView(W.VBox):
             cols.append(("ref response", r.get("ref_response")))
         grid = "".join(f"<div><div style='font-weight: 600; margin-bottom: 2px'>{t}</div>"
                        f"<pre class='rlv-detail-{t.replace(' ', '-')}' {box}>{esc(v)}</pre></div>" for t, v in cols)
-        facts = [("sample", esc(r["sample_id"])), ("step", esc(r["step"])), ("reward", num(r.get("reward"))),
+        facts = [*([("run", esc(r["run"]))] if "run" in r else []), ("sample", esc(r["sample_id"])),
+                 ("step", esc(r["step"])), ("reward", num(r.get("reward"))),
                  ("ref_reward", num(r.get("ref_reward"))), ("gap", num(r.get("reward_gap"))),
                  ("kl mean", num(r.get("kl_mean"))), ("tokens", esc(r.get("n_tokens")))]
         if r.get("ground_truth") is not None:

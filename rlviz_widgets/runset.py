@@ -1,0 +1,108 @@
+"""Several runs side by side: one set of log frames with a ``run`` column.
+
+Each run keeps its own reader, options and cache; the set only unions their SQL (which
+reads Parquet files, so it runs in the set's own database). File numbers come from the
+cache registry, so sample_ids never collide between runs sharing a cache dir.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+from .problems import Problem
+from .run import Run, _lit, open_run
+
+
+class RunSet(Run):
+    """Runs by name, e.g. ``RunSet({"baseline": run_a, "kl0.05": run_b})``; every frame gains a ``run`` column."""
+
+    def __init__(self, runs: dict[str, Run]):  # not super().__init__: that would open logs again
+        if not runs:
+            raise ValueError("RunSet needs at least one run")
+        self.runs = dict(runs)
+        self.source = {name: r.source for name, r in self.runs.items()}
+        self.format = ",".join(sorted({r.format for r in self.runs.values()}))
+        self.step_range = (None, None)
+        self.max_samples_per_step = None
+        self.pad_token = self.system_prompt_end = None
+        first = next(iter(self.runs.values()))
+        self.cache_root = first.cache_root
+        self._db = duckdb.connect()
+        self._pending: list[Problem] = []
+        self._steps_cache = None
+        self.generation = 0
+        self._merge()
+        self._build_views()
+
+    @classmethod
+    def open(cls, sources: dict, **options) -> RunSet:
+        """Open each source with the same ``open_run`` options."""
+        return cls({str(name): open_run(src, **options) for name, src in sources.items()})
+
+    def _merge(self) -> None:
+        self._owner: dict[int, str] = {}
+        self._file_no, self._states, self._caches = {}, {}, {}
+        for name, r in self.runs.items():
+            for n in r._file_no.values():
+                if n in self._owner and self._owner[n] != name:
+                    raise ValueError("two runs share file numbers: open them with the same cache_dir")
+                self._owner[n] = name
+            self._file_no.update(r._file_no)
+            self._states.update(r._states)
+            self._caches.update(getattr(r, "_caches", {}))
+        self._paths = {n: p for p, n in self._file_no.items()}
+
+    def refresh(self, _first: bool = False) -> bool:
+        changed = any([r.refresh() for r in self.runs.values()])  # every run looks, not just the first
+        if changed:
+            self._merge()
+            self._build_views()
+            self._steps_cache = None
+            self.generation += 1
+        return changed
+
+    # -- SQL: the union of the runs' own --------------------------------------------------------
+    def _split(self, parts, lines=None):
+        for name, r in self.runs.items():
+            mine = [(n, p) for n, p in parts if self._owner.get(n) == name]
+            if not mine:
+                continue
+            sub = None if lines is None else {n: v for n, v in lines.items() if self._owner.get(n) == name}
+            if sub is not None and not sub:
+                continue
+            yield name, r, mine, sub
+
+    def _samples_sql(self, parts, where: str = "", lines=None) -> str:
+        selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_sql(mine, lines=sub)})"
+                   for name, r, mine, sub in self._split(parts, lines)]
+        if not selects:
+            return Run._samples_sql(self, [], where)
+        return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
+
+    def _samples_raw_sql(self) -> str:
+        selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_raw_sql()})" for name, r in self.runs.items()]
+        return " UNION ALL BY NAME ".join(selects)
+
+    def _tokens_sql(self, parts, lines=None) -> str:
+        selects = [f"SELECT * FROM ({r._tokens_sql(mine, sub)})" for _, r, mine, sub in self._split(parts, lines)
+                   if r._token_fields()]
+        return " UNION ALL BY NAME ".join(selects) if selects else Run._tokens_sql(self, [], None)
+
+    def _token_fields(self) -> list[str]:
+        return list(dict.fromkeys(f for r in self.runs.values() for f in r._token_fields()))
+
+    def _extras(self) -> list[str]:
+        return list(dict.fromkeys(c for r in self.runs.values() for c in r._extras()))
+
+    def _all_problems(self) -> list[Problem]:
+        return [p for r in self.runs.values() for p in r._all_problems()]
+
+    @property
+    def run_steps(self) -> pd.DataFrame:
+        """Each run's steps frame, with a ``run`` column."""
+        frames = [r.steps.assign(run=name) for name, r in self.runs.items()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def summary(self) -> str:
+        return "\n".join(f"[{name}] " + r.summary() for name, r in self.runs.items())

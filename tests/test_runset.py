@@ -1,0 +1,54 @@
+"""Several runs at once: one set of frames with a run column, overlaid in RunView."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlviz_widgets as rw
+from rlviz_widgets.runset import RunSet
+from rlviz_widgets.synth import write_log
+
+
+@pytest.fixture
+def two(tmp_path):
+    write_log(tmp_path / "a", steps=4, samples_per_step=10, tokens=12, ranks=2, seed=1)
+    write_log(tmp_path / "b", steps=6, samples_per_step=10, tokens=12, ranks=1, seed=2)
+    return {"baseline": tmp_path / "a", "kl0.05": tmp_path / "b"}
+
+
+def test_frames_gain_a_run_column(two, open_run, cache_dir):
+    rs = RunSet({name: open_run(p) for name, p in two.items()})
+    s = rs.samples
+    assert s.groupby("run").size().to_dict() == {"baseline": 40, "kl0.05": 60}
+    assert s.sample_id.is_unique and rs.step_values == [0, 1, 2, 3, 4, 5]
+    a = open_run(two["baseline"]).samples
+    pd_a = s[s.run == "baseline"].drop(columns="run").reset_index(drop=True)
+    assert pd_a.sample_id.tolist() == a.sample_id.tolist() and pd_a.reward.tolist() == a.reward.tolist()
+    ids = [int(s.sample_id.iloc[0]), int(s.sample_id.iloc[-1])]
+    assert rs.rows(ids).run.tolist() == [s.run.iloc[0], s.run.iloc[-1]]
+    assert set(rs.tokens(ids).sample_id) == set(ids)
+    h = rs.histograms(["reward"], 8, by=("run",))
+    assert h.groupby("run")["count"].sum().to_dict() == {"baseline": 40, "kl0.05": 60}
+    assert (h.groupby("bin").bin_start.nunique() == 1).all()  # one edge set for both runs
+    assert set(rs.run_steps.run) == {"baseline", "kl0.05"}
+
+
+def test_run_view_overlays_runs(two, cache_dir):
+    view = rw.RunView(two, cache_dir=cache_dir, progress=False)
+    assert view.table.visible_columns[0] == "run"
+    data = view._datasets()
+    assert set(data["curves"].run) == {"baseline", "kl0.05"} and set(data["hist"].run) == {"baseline", "kl0.05"}
+    params = {p["name"] for p in view.chart.spec["params"]}
+    assert {"steps_brush", "reward_brush", "heat_run"} <= params
+    view.filter(steps=(4, 5))  # only the longer run has those steps
+    assert set(view.filtered.run) == {"kl0.05"} and len(view.filtered) == 20
+    view.table.where = ""
+    view.filter(where="run = 'baseline'", steps=None)
+    assert set(view.filtered.run) == {"baseline"}
+
+
+def test_runs_must_share_a_cache(two, tmp_path):
+    a = rw.open_run(two["baseline"], cache_dir=tmp_path / "c1", progress=False)
+    b = rw.open_run(two["kl0.05"], cache_dir=tmp_path / "c2", progress=False)
+    with pytest.raises(ValueError, match="same cache_dir"):
+        RunSet({"a": a, "b": b})
