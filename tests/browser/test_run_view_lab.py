@@ -100,6 +100,8 @@ def test_run_view_brush_filter_click(page, lab, lab_root, artifacts):
     assert nb.eval("view.steps") == [2.0, 5.0]
 
     shot = artifacts / "run_view.png"
+    page.set_viewport_size({"width": 1400, "height": 2600})  # the whole view, detail and token strip included
+    time.sleep(1.0)
     page.locator(".rlv-run-view").first.screenshot(path=str(shot))
     copy_to_docs(shot, "run_view.png")
 
