@@ -216,7 +216,9 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     state.fields = sorted(set(state.fields) | {f for f in TOKEN_COLUMNS if table[f].null_count < table.num_rows})
     extra = [c for c in table.column_names if c not in BASE_COLUMNS and c not in TOKEN_COLUMNS]
     state.columns = list(dict.fromkeys([*state.columns, *extra]))
-    part = f"{len(state.parts):05d}"
+    # a fresh name for every part ever written: a rebuilt file never reuses a path whose Parquet
+    # footer DuckDB may still hold in its metadata cache
+    part = f"{len(state.parts):05d}-{os.urandom(4).hex()}"
     state.parts.append(part)
     return writer.submit(_write, table, cache.dir, part)
 

@@ -102,6 +102,8 @@ class Run:
         self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
         self._progress = progress
         self._db = duckdb.connect()  # private, in memory: views and the numeric table live here
+        # Parquet footers parsed once, not on every page request (cache parts never change in place)
+        self._db.execute("SET GLOBAL parquet_metadata_cache = true")
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
         self._pending: list[Problem] = []

@@ -29,6 +29,7 @@ class RunSet(Run):
         first = next(iter(self.runs.values()))
         self.cache_root = first.cache_root
         self._db = duckdb.connect()
+        self._db.execute("SET GLOBAL parquet_metadata_cache = true")
         self._pending: list[Problem] = []
         self._steps_cache = None
         self.generation = 0
