@@ -21,7 +21,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import now, peak_rss_mb, run_worker, write_results  # noqa: E402
+
 FULL = {"steps": 50, "samples_per_step": 256, "tokens": 256, "ranks": 4, "min_mb": 300}
 QUICK = {"steps": 8, "samples_per_step": 64, "tokens": 448, "ranks": 2, "min_mb": 20}
 CASES = {"a": "RL Logging Board load()", "b": "open_run, empty cache", "c": "open_run, warm cache"}
@@ -40,8 +43,6 @@ MB = 1024 * 1024
 # -- worker ------------------------------------------------------------------------------------------------------
 def worker(case: str, logdir: str, cache: str | None) -> dict:
     """One measurement, in this process: imports first, then only the load call is timed."""
-    import resource
-
     sys.path[:0] = [str(ROOT), str(HERE)]
     if case == "a":
         import rlb_baseline
@@ -64,18 +65,12 @@ def worker(case: str, logdir: str, cache: str | None) -> dict:
         steps = run.steps  # not part of the timed load: what a first look costs on top
         extra = {"steps_seconds": time.perf_counter() - t1}
         samples = int(steps["samples"].sum())
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux
-    return {"case": case, "seconds": seconds, "peak_rss_mb": peak_kb / 1024, "samples": samples, **extra}
+    return {"case": case, "seconds": seconds, "peak_rss_mb": peak_rss_mb(), "samples": samples, **extra}
 
 
-def run_worker(case: str, logdir: Path, cache: Path | None) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--logdir", str(logdir)]
-    if cache is not None:
-        cmd += ["--cache", str(cache)]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        raise SystemExit(f"worker {case} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def measure(case: str, logdir: Path, cache: Path | None) -> dict:
+    """One measurement in its own process (``worker``)."""
+    return run_worker(__file__, [case, "--logdir", str(logdir)] + (["--cache", str(cache)] if cache else []))
 
 
 # -- log ---------------------------------------------------------------------------------------------------------
@@ -85,7 +80,6 @@ def log_size(folder: Path) -> int:
 
 def make_log(folder: Path, spec: dict) -> dict:
     """Write the synthetic log (growing the token count until it is big enough); reuse one already there."""
-    sys.path.insert(0, str(ROOT))
     from rlviz_widgets.synth import write_log
 
     marker = folder / ".ingest_params.json"
@@ -170,13 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[dict]] = {c: [] for c in CASES}
         warm = scratch / "cache_warm"
         for i in range(args.repeats):
-            results["a"].append(run_worker("a", logdir, None))
+            results["a"].append(measure("a", logdir, None))
             cold = scratch / f"cache_cold_{i}"  # a fresh, empty cache dir for each (b)
-            results["b"].append(run_worker("b", logdir, cold))
+            results["b"].append(measure("b", logdir, cold))
             if i == 0:
                 shutil.copytree(cold, warm)  # (c) reads the cache (b) built
             shutil.rmtree(cold, ignore_errors=True)
-            results["c"].append(run_worker("c", logdir, warm))
+            results["c"].append(measure("c", logdir, warm))
             print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
                                                             for c in CASES), flush=True)
         counts = {c: {r["samples"] for r in rs} for c, rs in results.items()}
@@ -185,14 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": results["a"][0]["samples"],
                 "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats}
         text, ok = table(results, info)
-        print()
-        print(text)
-        out = args.out or HERE / "results" / ("ingest_quick.md" if args.quick else "ingest.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        title = "# Ingest benchmark" + (" (quick: targets not meaningful at this size)" if args.quick else "")
-        out.write_text(f"{title}\n\n`python benchmarks/ingest.py{' --quick' if args.quick else ''}`, "
-                       f"{time.strftime('%Y-%m-%d %H:%M')}\n\n{text}\n")
-        print(f"\nwritten to {out}")
+        write_results(text, args.out, "ingest", "Ingest benchmark", args.quick,
+                      f"`python benchmarks/ingest.py{' --quick' if args.quick else ''}`, {now()}")
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -43,22 +43,29 @@ import os
 import platform
 import random
 import shutil
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
 
-CHROMIUM = os.environ.get("RLVIZ_CHROMIUM", "/usr/lib/chromium/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from benchmarks.common import (  # noqa: E402
+    chromium_missing,
+    launch_chromium,
+    local_context,
+    median,
+    naive_rows_reply,
+    now,
+    outside_requests,
+    page_failures,
+    peak_rss_mb,
+    run_worker,
+    write_results,
+)
+
 DEFAULT_DIR = Path("/tmp/rv_bench_data")
 FULL = {"steps": 500, "samples_per_step": 2000, "ranks": 4, "tokens": 200, "pool": 400, "min_free_gb": 40}
 QUICK = {"steps": 40, "samples_per_step": 500, "ranks": 4, "tokens": 200, "pool": 100, "min_free_gb": 2}
@@ -68,10 +75,6 @@ RENDER_TARGET_S = 3.0
 BRUSH_TARGET_MS = 200.0
 PAGE = 100
 GB = 1024 ** 3
-
-
-def median(xs):
-    return statistics.median(xs)
 
 
 # ---------------------------------------------------------------------------------------------------- 1. data
@@ -186,10 +189,8 @@ def make_data(folder: Path, spec: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------- workers
 def worker_cold(logdir: str, cache: str) -> dict:
     """Builds the cache from nothing (this process only); the import is not timed."""
-    import resource
     import warnings
 
-    sys.path.insert(0, str(ROOT))
     import rlviz_widgets as rw
 
     warnings.simplefilter("ignore")
@@ -200,18 +201,7 @@ def worker_cold(logdir: str, cache: str) -> dict:
     steps = run.step_values
     run.close()
     return {"seconds": seconds, "samples": int(n), "tokens": int(tokens), "steps": [steps[0], steps[-1]],
-            "n_steps": len(steps), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-
-
-def _cell(v):
-    """A DataFrame value as JSON, as a naive rows handler would write it."""
-    if v is None:
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v if isinstance(v, (int, float, bool, str)) else str(v)
+            "n_steps": len(steps), "peak_rss_mb": peak_rss_mb()}
 
 
 def naive_brush(df, lo: float, hi: float, columns: list[str]) -> tuple[int, str]:
@@ -219,31 +209,15 @@ def naive_brush(df, lo: float, hi: float, columns: list[str]) -> tuple[int, str]
     sub = df[(df["step"] >= lo) & (df["step"] <= hi)]
     total = len(sub)
     page = sub.sort_values("reward", ascending=False).head(PAGE)
-    rows, clipped = [], []
-    for rec in page[columns].itertuples(index=False, name=None):
-        row, flags = [], []
-        for v in rec:
-            if isinstance(v, str):
-                flags.append(len(v) > 300)
-                row.append(v[:300])
-            else:
-                flags.append(False)
-                row.append(_cell(v))
-        rows.append(row)
-        clipped.append(flags)
-    result = {"offset": 0, "ids": [int(i) for i in page["sample_id"]], "rows": rows,
-              "clipped": clipped if any(any(f) for f in clipped) else None, "generation": 0, "total": total}
-    return total, json.dumps({"type": "rpc", "id": "naive", "ok": True, "result": result})
+    return total, naive_rows_reply(page, columns, 0, total)
 
 
 def worker_naive(logdir: str, cache: str, ranges: list, bins: int = 30) -> dict:
     """The pandas path without rlviz_widgets' views, on the run loaded from the warm cache."""
-    import resource
     import warnings
 
     import numpy as np
 
-    sys.path.insert(0, str(ROOT))
     import rlviz_widgets as rw
 
     warnings.simplefilter("ignore")
@@ -268,99 +242,12 @@ def worker_naive(logdir: str, cache: str, ranges: list, bins: int = 30) -> dict:
         total, _reply = naive_brush(df, lo, hi, columns)
         brush.append((time.perf_counter() - b0) * 1000)
         totals.append(total)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return {"render_s": t2 - t0, "samples_s": t1 - t0, "aggregate_s": t2 - t1, "rows": len(df),
             "brush_ms": brush, "totals": totals, "peak_rss_mb": peak}
 
 
-def run_worker(args: list[str]) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        raise SystemExit(f"worker {args[0]} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 # ---------------------------------------------------------------------------------------------------- 3. lab
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def is_local(url: str) -> bool:
-    if url.startswith(("data:", "blob:", "about:")):
-        return True
-    return (urlparse(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
-
-
-def write_notebook(path: Path, cells: list[str]) -> Path:
-    nb = {"nbformat": 4, "nbformat_minor": 5,
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "cells": [{"cell_type": "code", "id": f"c{i}", "source": c, "metadata": {}, "outputs": [],
-                     "execution_count": None} for i, c in enumerate(cells)]}
-    path.write_text(json.dumps(nb))
-    return path
-
-
-class Lab:
-    """JupyterLab on 127.0.0.1 with every config dir in ``state`` and the given rlviz cache (as tests/browser)."""
-
-    def __init__(self, root: Path, state: Path, cache: Path):
-        settings = state / "settings"
-        (settings / "@jupyterlab/apputils-extension").mkdir(parents=True, exist_ok=True)
-        (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text(
-            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-        self.port = free_port()
-        env = dict(os.environ)
-        env.update(JUPYTER_CONFIG_DIR=str(state / "cfg"), JUPYTER_DATA_DIR=str(state / "data"),
-                   IPYTHONDIR=str(state / "ipython"), JUPYTER_RUNTIME_DIR=str(state / "runtime"),
-                   JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(state / "ws"),
-                   RLVIZ_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
-        self.log_path = state / "jupyterlab.log"
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-             f"--port={self.port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-             "--ServerApp.password=", f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-             "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
-             "--LanguageServerManager.autodetect=False"],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self.base = f"http://127.0.0.1:{self.port}"
-        for _ in range(240):
-            if self.proc.poll() is not None:
-                raise SystemExit("JupyterLab exited:\n" + self.log_path.read_text()[-3000:])
-            try:
-                urllib.request.urlopen(f"{self.base}/api/status", timeout=1)
-                return
-            except OSError:
-                time.sleep(0.5)
-        self.close()
-        raise SystemExit("JupyterLab did not start:\n" + self.log_path.read_text()[-3000:])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # the server shuts its kernels down
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
-KERNEL_EXEC = """async (code) => {
-  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-  let out = "", err = "";
-  const fut = kernel.requestExecute({ code });
-  fut.onIOPub = (msg) => {
-    if (msg.header.msg_type === "stream") out += msg.content.text;
-    if (msg.header.msg_type === "error") err += msg.content.ename + ": " + msg.content.evalue;
-  };
-  await fut.done;
-  return { out, err };
-}"""
-
 # Runs the notebook and times, frame by frame, until the RunView is complete; then one more frame (drawn).
 RENDER_JS = """async (total) => {
   const q = (s) => document.querySelector(s);
@@ -409,20 +296,6 @@ RENDER_JS = """async (total) => {
   return { ms: performance.now() - t0, complete, seen };
 }"""
 
-# pixel position of a data value inside one concat unit of the chart (as tests/browser/test_run_view_lab.py)
-UNIT_POINT = """([unit, xValue, yFrac]) => {
-  const root = document.querySelector('.rlv-run-view .rlv-chart');
-  const v = root._rlvView;
-  const groups = [];
-  for (const mark of v.scenegraph().root.items[0].items)
-    if (mark.marktype === 'group') for (const g of mark.items) groups.push({name: mark.name, g});
-  const {name, g} = groups[unit];
-  const scale = v.scale(name.replace(/_group$/, '_x'));
-  const canvas = root.querySelector('canvas, svg').getBoundingClientRect();
-  const [ox, oy] = v.origin();
-  return {x: canvas.x + ox + g.x + scale(xValue), y: canvas.y + oy + g.y + g.height * yFrac};
-}"""
-
 # Before a drag: watch the mouse release, the brush signal and the table's count.
 ARM_JS = """() => {
   const root = document.querySelector(".rlv-run-view");
@@ -441,16 +314,6 @@ ARM_JS = """() => {
   const mo = new MutationObserver(check);
   mo.observe(root, { childList: true, subtree: true, characterData: true });
 }"""
-
-
-def drag(page, unit: int, x0: float, x1: float) -> None:
-    a = page.evaluate(UNIT_POINT, [unit, x0, 0.5])
-    b = page.evaluate(UNIT_POINT, [unit, x1, 0.5])
-    page.mouse.move(a["x"], a["y"])
-    page.mouse.down()
-    for k in range(1, 6):
-        page.mouse.move(a["x"] + (b["x"] - a["x"]) * k / 5, a["y"], steps=2)
-    page.mouse.up()
 
 
 def brush_ranges(step_lo: int, step_hi: int, n: int = 12) -> list[tuple[int, int]]:
@@ -502,6 +365,8 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
               render_runs: int, drags: int, ranges: list) -> dict:
     from playwright.sync_api import sync_playwright
 
+    from tests.browser.lab import Notebook, drag, jupyter_server, write_notebook
+
     root, state = scratch / "lab-root", scratch / "lab-state"
     root.mkdir()
     state.mkdir()
@@ -513,21 +378,12 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
     problems: list[str] = []
     out: dict = {"render": [], "complete": [], "parts": [], "py": [], "drag": [], "drag_signal": [],
                  "drag_counts": []}
-    lab = Lab(root, state, cache)
-    try:
+    # the kernel imports rlviz_widgets from this checkout and reads the warm cache
+    env = {"RLVIZ_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    with jupyter_server(root, state, env_extra=env) as base:
         with sync_playwright() as p:
-            home = scratch / "chrome-home"
-            home.mkdir()
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                                        env={**os.environ, "HOME": str(home)})
+            browser = launch_chromium(p, scratch / "chrome-home")
             out["version"] = browser.version
-            def new_context():
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                ctx.on("request", lambda r: requests.append(r.url))
-                # nothing may leave this machine: such requests are recorded (and fail the run), and never sent
-                ctx.route(lambda u: not is_local(u), lambda route: route.abort())
-                return ctx
-
             fmt_total = f"{total:,}"
             page = ctx = None
             for i in range(render_runs):
@@ -536,19 +392,17 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
                 if page is not None:  # the previous run's kernel goes away with its page
                     page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
                     ctx.close()
-                ctx = new_context()  # a fresh page: nothing cached in it but what the browser's HTTP cache holds
+                # a fresh page: nothing cached in it but what the browser's HTTP cache holds
+                ctx = local_context(browser, requests, 1400, 1000)
                 page = ctx.new_page()
                 page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-                # a workspace of its own: JupyterLab must not reopen the notebooks of the previous runs
-                page.goto(f"{lab.base}/lab/workspaces/rv{i}/tree/{name}?reset")
-                page.wait_for_function(
-                    "window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
-                    timeout=120_000)
+                # a fresh workspace: JupyterLab must not reopen the notebooks of the previous runs
+                nb = Notebook(page, base, name)
                 r = page.evaluate(RENDER_JS, fmt_total)
                 if r.get("error"):
                     raise SystemExit(f"render {i + 1} failed: {r['error']} (seen {r.get('seen')}, "
-                                     f"last {r.get('last')})\n" + lab.log_path.read_text()[-3000:])
-                py = _kernel_json(page, "[_b1 - _b0, _b2 - _b1]")
+                                     f"last {r.get('last')})\n" + (state / "jupyterlab.log").read_text()[-3000:])
+                py = nb.eval("[_b1 - _b0, _b2 - _b1]")
                 out["render"].append(r["ms"] / 1000)
                 out["complete"].append(r["complete"] / 1000)
                 out["parts"].append(r["seen"])
@@ -559,17 +413,17 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
 
             # -- brushes from Python, in the last kernel: default order, then sorted by reward as the baseline
             time.sleep(1.0)
-            columns = _kernel_json(page, "view.table.visible_columns")
+            columns = nb.eval("view.table.visible_columns")
             out["columns"] = columns
             for key, sort in (("py_brush", None), ("py_brush_sorted", ("reward", True))):
                 if sort:
-                    _kernel_exec(page, f"view.table.set_state({{'sort_by': {sort[0]!r}, 'sort_desc': {sort[1]}}})")
-                res = json.loads(_kernel_exec(page, f"RANGES = {json.dumps(ranges)}\n" + PY_BRUSH)
+                    nb.exec(f"view.table.set_state({{'sort_by': {sort[0]!r}, 'sort_desc': {sort[1]}}})")
+                res = json.loads(nb.exec(f"RANGES = {json.dumps(ranges)}\n" + PY_BRUSH)
                                  .strip().splitlines()[-1])
                 out[key] = res
                 print(f"  python brush ({'sorted by reward' if sort else 'default order'}): "
                       f"{median([x['ms'] for x in res]):.1f} ms median", flush=True)
-            _kernel_exec(page, "view.table.set_state({'sort_by': '', 'sort_desc': False})\n"
+            nb.exec("view.table.set_state({'sort_by': '', 'sort_desc': False})\n"
                                "view.chart.set_state({'selections': {'steps_brush': None, 'reward_brush': None}})")
             page.wait_for_function(
                 "(t) => (document.querySelector('.rlv-run-view .rlv-count')?.textContent || '').trim() === "
@@ -583,7 +437,7 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
                 f0, w = DRAGS[k % len(DRAGS)]
                 x0, x1 = lo + f0 * span, lo + (f0 + w) * span
                 page.evaluate(ARM_JS)
-                drag(page, 1, x0, x1)
+                drag(page, 1, x0, x1, chart=".rlv-run-view .rlv-chart")
                 try:
                     page.wait_for_function("window.__rlvBrush.count !== null", timeout=30_000)
                 except Exception:  # noqa: BLE001 - reported, the others still count
@@ -598,7 +452,7 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
                     "document.querySelector('.rlv-run-view .rlv-sample-table .rlv-row[data-id]') !== null",
                     timeout=30_000)
                 time.sleep(0.8)  # let the rows page and the chart settle before the next drag
-            got = _kernel_json(page, "[list(view.steps or []), view.table.row_count, "
+            got = nb.eval("[list(view.steps or []), view.table.row_count, "
                                      "int(view.run.sql('select count(*) n from _nums where ' + view.condition).n[0])]")
             out["last_drag"] = got
             if got[1] != got[2]:
@@ -609,25 +463,10 @@ def bench_lab(spec: dict, logdir: Path, cache: Path, scratch: Path, total: int, 
             page.close()
             ctx.close()
             browser.close()
-    finally:
-        lab.close()
     out["requests"] = len(requests)
-    out["outside"] = [u for u in requests if not is_local(u)]
+    out["outside"] = outside_requests(requests)
     out["problems"] = problems
     return out
-
-
-def _kernel_exec(page, code: str) -> str:
-    res = page.evaluate(KERNEL_EXEC, code)
-    if res["err"]:
-        raise SystemExit(f"kernel error: {res['err']}\n--- code:\n{code}")
-    return res["out"]
-
-
-def _kernel_json(page, expr: str):
-    out = _kernel_exec(page, "import json as _j\n"
-                             f"print(_j.dumps({expr}, default=lambda o: o.item() if hasattr(o, 'item') else str(o)))")
-    return json.loads(out.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------------------------------------------- report
@@ -753,8 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs != 5 else "") + \
         (f" --drags {args.drags}" if args.drags != 7 else "")
     print(f"command: {command}", flush=True)
-    if not Path(CHROMIUM).exists():
-        print(f"Chromium not found at {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
+    if chromium_missing():
         return 2
     spec = QUICK if args.quick else FULL
     render_runs, drags = max(args.runs, 3), max(args.drags, 5)
@@ -773,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{info['bytes'] * 0.6 / GB:.0f} GB")
         cache = scratch / "cache"
         print("cold cache build (own process) ...", flush=True)
-        cold = run_worker(["cold", str(logdir), str(cache)])
+        cold = run_worker(__file__, ["cold", str(logdir), str(cache)])
         info["cache_bytes"] = _dir_bytes(cache)
         print(f"  {cold['seconds']:.1f} s ({info['bytes'] / 2**20 / cold['seconds']:.0f} MB/s), "
               f"{cold['samples']:,} samples, {cold['tokens']:,} tokens, cache {info['cache_bytes'] / GB:.2f} GB",
@@ -783,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{info['samples']:,} and {info['tokens']:,} were written")
         ranges = brush_ranges(*cold["steps"])
         print("baseline: pandas on run.samples (own process) ...", flush=True)
-        naive = run_worker(["naive", str(logdir), str(cache), json.dumps(ranges)])
+        naive = run_worker(__file__, ["naive", str(logdir), str(cache), json.dumps(ranges)])
         print(f"  render path {naive['render_s']:.2f} s (run.samples {naive['samples_s']:.2f} s), brush "
               f"{median(naive['brush_ms']):.0f} ms", flush=True)
         print(f"JupyterLab + Chromium: {render_runs} renders, {len(ranges)} Python brushes x 2, {drags} mouse "
@@ -791,20 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         lab = bench_lab(spec, logdir, cache, scratch, info["samples"], tuple(cold["steps"]), render_runs, drags,
                         ranges)
         text, _ok = report(info, cold, naive, lab, command, args.quick)
-        print()
-        print(text)
-        out = args.out or HERE / "results" / ("runview_quick.md" if args.quick else "runview.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        title = "# RunView benchmark" + (" (quick: targets not meaningful at this size)" if args.quick else "")
-        out.write_text(f"{title}\n\n{time.strftime('%Y-%m-%d %H:%M')}\n\n`{command}`\n\n{text}\n", encoding="utf-8")
-        print(f"\nwritten to {out}")
-        code = 0
-        if lab["outside"]:
-            print(f"FAIL: requests left 127.0.0.1: {lab['outside'][:10]}", file=sys.stderr)
-            code = 1
-        if lab["problems"]:
-            print("FAIL: problems in the page:\n  " + "\n  ".join(lab["problems"][:20]), file=sys.stderr)
-            code = 1
+        write_results(text, args.out, "runview", "RunView benchmark", args.quick, f"{now()}\n\n`{command}`")
+        code = page_failures(lab["outside"], lab["problems"])
         if len(lab["drag"]) < 5:
             print(f"FAIL: only {len(lab['drag'])} mouse brushes changed the count (need 5)", file=sys.stderr)
             code = 1

@@ -32,76 +32,43 @@ import base64
 import functools
 import http.server
 import json
-import math
 import os
 import platform
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import urlparse
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-CHROMIUM = os.environ.get("RLVIZ_CHROMIUM", "/usr/lib/chromium/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from benchmarks.common import (  # noqa: E402
+    chromium_missing,
+    launch_chromium,
+    local_context,
+    median,
+    naive_rows_reply,
+    outside_requests,
+    page_failures,
+    write_results,
+)
+
 FULL = {"samples": 1_000_000, "tokens": 4000, "pages": 10}
 QUICK = {"samples": 20_000, "tokens": 500, "pages": 5}
 TARGET_MS = 100.0
 PAGE = 100
 
 
-def median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
 # ---------------------------------------------------------------------------------------------------- 1. table
-def _cell(v):
-    """A DataFrame value as JSON (what the naive handler would do)."""
-    if v is None:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-        if isinstance(v, float) and math.isnan(v):
-            return None
-    try:
-        import pandas as pd
-
-        if v is pd.NA:
-            return None
-    except ImportError:  # pragma: no cover
-        pass
-    return v if isinstance(v, (int, float, bool, str)) else str(v)
-
-
 def naive_page(df, offset: int, limit: int, columns: list[str], total: int) -> str:
     """The baseline request: sort the whole frame, slice, build the same JSON rows (texts clipped at 300)."""
     page = df.sort_values("reward", ascending=False).iloc[offset:offset + limit]
-    rows, clipped = [], []
-    for rec in page[columns].itertuples(index=False, name=None):
-        row, flags = [], []
-        for v in rec:
-            if isinstance(v, str):
-                flags.append(len(v) > 300)
-                row.append(v[:300])
-            else:
-                flags.append(False)
-                row.append(_cell(v))
-        rows.append(row)
-        clipped.append(flags)
-    result = {"offset": offset, "ids": [int(i) for i in page["sample_id"]], "rows": rows,
-              "clipped": clipped if any(any(f) for f in clipped) else None, "generation": 0, "total": total}
-    return json.dumps({"type": "rpc", "id": "naive", "ok": True, "result": result})
+    return naive_rows_reply(page, columns, offset, total)
 
 
 def bench_table(spec: dict, runs: int, scratch: Path) -> dict:
@@ -386,12 +353,6 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         super().end_headers()
 
 
-def is_local(url: str) -> bool:
-    if url.startswith(("data:", "blob:", "about:")):
-        return True
-    return (urlparse(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
-
-
 def bench_strip(spec: dict, runs: int, scratch: Path) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -406,20 +367,14 @@ def bench_strip(spec: dict, runs: int, scratch: Path) -> dict:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
-    home = scratch / "chrome-home"
-    home.mkdir()
     requests: list[str] = []
     problems: list[str] = []
     out = {"ours_cold": [], "notable_cold": [], "naive_cold": [], "ours_re": [], "naive_re": []}
     checks: dict = {}
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                                        env={**os.environ, "HOME": str(home)})
-            ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-            ctx.on("request", lambda r: requests.append(r.url))
-            # nothing may leave this machine: such requests are counted (and fail the run), and never sent
-            ctx.route(lambda u: not is_local(u), lambda route: route.abort())
+            browser = launch_chromium(p, scratch / "chrome-home")
+            ctx = local_context(browser, requests, 1280, 900)
             page = ctx.new_page()
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
@@ -463,7 +418,7 @@ def bench_strip(spec: dict, runs: int, scratch: Path) -> dict:
     finally:
         server.shutdown()
         server.server_close()
-    outside = [u for u in requests if not is_local(u)]
+    outside = outside_requests(requests)
     return {**out, "requests": len(requests), "outside": outside, "problems": problems, "checks": checks,
             "tokens": reply["tokens"], "bytes": reply["bytes"], "py_ms": reply["py_ms"]}
 
@@ -534,8 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/widgets.py" + (" --quick" if args.quick else "") + \
         (f" --runs {args.runs}" if args.runs != 7 else "")
     print(f"command: {command}", flush=True)
-    if not Path(CHROMIUM).exists():
-        print(f"Chromium not found at {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
+    if chromium_missing():
         return 2
     spec = QUICK if args.quick else FULL
     warnings.simplefilter("ignore")
@@ -548,21 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"strip: {spec['tokens']:,} tokens in Chromium ...", flush=True)
         s = bench_strip(spec, runs, scratch)
         text, _ok = report(t, s, runs, command)
-        print()
-        print(text)
-        out = args.out or HERE / "results" / ("widgets_quick.md" if args.quick else "widgets.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        title = "# Widget benchmark" + (" (quick: targets not meaningful at this size)" if args.quick else "")
-        out.write_text(f"{title}\n\n{time.strftime('%Y-%m-%d %H:%M')}\n\n{text}\n", encoding="utf-8")
-        print(f"\nwritten to {out}")
-        code = 0
-        if s["outside"]:
-            print(f"FAIL: requests left 127.0.0.1: {s['outside'][:10]}", file=sys.stderr)
-            code = 1
-        if s["problems"]:
-            print("FAIL: the page reported problems:\n  " + "\n  ".join(s["problems"][:20]), file=sys.stderr)
-            code = 1
-        return code
+        write_results(text, args.out, "widgets", "Widget benchmark", args.quick)
+        return page_failures(s["outside"], s["problems"])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -116,3 +117,24 @@ def folder_fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
 
 def file_mtimes(folder: Path) -> dict[str, int]:
     return {str(p): os.stat(p).st_mtime_ns for p in sorted(Path(folder).rglob("*"))}
+
+
+# -- benchmark smoke tests: the scripts run end to end, as `python benchmarks/X.py ...` from the repo root --------
+@pytest.fixture
+def chromium() -> str:
+    """The Chromium the browser tests drive (tests/browser/lab.py); the test is skipped without it (fails on CI)."""
+    from tests.browser.lab import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium not found at {CHROMIUM}: CI must install it (apt-get install chromium)")
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    return CHROMIUM
+
+
+def run_benchmark(script: str, *args: str, timeout: float) -> str:
+    """Runs ``benchmarks/<script>`` with ``args`` from the repo root; asserts it exits 0; returns its stdout."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout

@@ -3,34 +3,15 @@ and prints its table. No timing assertions: the targets live in the benchmark it
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("RLVIZ_CHROMIUM", "/usr/lib/chromium/chromium")
-
-
-@pytest.fixture
-def chromium():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"Chromium not found at {CHROMIUM}: CI must install it (apt-get install chromium)")
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    return CHROMIUM
+from conftest import run_benchmark
 
 
 def test_runview_quick_prints_the_table(tmp_path, chromium):
     data, out_md = tmp_path / "logs", tmp_path / "runview_quick.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "runview.py"), "--quick", "--dir", str(data),
-                           "--runs", "3", "--drags", "5", "--out", str(out_md)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    out = run_benchmark("runview.py", "--quick", "--dir", str(data), "--runs", "3", "--drags", "5",
+                        "--out", str(out_md), timeout=900)
     assert out.splitlines()[0] == f"command: python benchmarks/runview.py --dir {data} --quick --runs 3 --drags 5"
     assert re.search(r"^data: 20,000 samples, [0-9,]+ tokens, [0-9.]+ GB in 4 files; machine: \d+ CPU", out, re.M)
     assert "| measurement | median | baseline (median) | ratio (baseline / ours) | target | result |" in out

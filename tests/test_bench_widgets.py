@@ -3,33 +3,14 @@ the targets live in the benchmark itself."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("RLVIZ_CHROMIUM", "/usr/lib/chromium/chromium")
-
-
-@pytest.fixture
-def chromium():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"Chromium not found at {CHROMIUM}: CI must install it (apt-get install chromium)")
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    return CHROMIUM
+from conftest import run_benchmark
 
 
 def test_widgets_quick_prints_the_table(tmp_path, chromium):
     out_md = tmp_path / "widgets_quick.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "widgets.py"), "--quick", "--out", str(out_md)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    out = run_benchmark("widgets.py", "--quick", "--out", str(out_md), timeout=600)
     assert out.splitlines()[0] == "command: python benchmarks/widgets.py --quick"
     assert "| measurement | median ms | baseline median ms | ratio (baseline / ours) | target | result | bytes |" in out
     for name in ("rows page, first after sort change (20,000 samples)", "rows page, scrolling (20,000 samples)",

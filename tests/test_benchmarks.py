@@ -4,20 +4,14 @@ the performance goals live in the benchmark itself)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import run_benchmark
 
 
 def test_ingest_quick_prints_the_table(tmp_path):
     out_md = tmp_path / "ingest_quick.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ingest.py"), "--quick", "--repeats", "1",
-                           "--dir", str(tmp_path / "logs"), "--out", str(out_md)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = proc.stdout
+    out = run_benchmark("ingest.py", "--quick", "--repeats", "1", "--dir", str(tmp_path / "logs"),
+                        "--out", str(out_md), timeout=600)
     assert "| case | seconds (median) |" in out
     rows = {}
     for case in ("a", "b", "c"):

@@ -1,6 +1,7 @@
 // @vitest-environment happy-dom
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget, { chartOptions, offlineLoader } from "../src/charts";
+import { FakeModel as BaseModel } from "./fake_model";
 
 /** An Altair-like spec (as `chart.to_dict()` gives it, `datasets` removed): line + brush, bars filtered by it. */
 function makeSpec(): any {
@@ -45,58 +46,23 @@ function makeData(n: number, buckets = 5) {
   };
 }
 
-/** A stand-in for the anywidget model: traits, change events, and an rpc peer answering asynchronously. */
-class FakeModel {
-  state: Record<string, any>;
-  listeners = new Map<string, Set<(...a: any[]) => void>>();
-  sent: any[] = [];
-  saves = 0;
+/** The chart's model: the data rpc answered from `data`; `sets` records every local `set`. */
+class FakeModel extends BaseModel {
   sets: { name: string; value: any }[] = [];
   data: Record<string, Record<string, any[]>> = makeData(100);
-  failNext: string | null = null;
   constructor(state: Record<string, any> = {}) {
-    this.state = { spec: makeSpec(), selections: {}, generation: 0, error: "", height: 0, ...state };
-  }
-  get(name: string) {
-    return this.state[name];
+    super({ spec: makeSpec(), selections: {}, generation: 0, error: "", height: 0, ...state });
   }
   set(name: string, value: any) {
     this.sets.push({ name, value });
-    const changed = this.state[name] !== value;
-    this.state[name] = value;
-    if (changed) this.emit(`change:${name}`, value);
+    super.set(name, value);
   }
   /** Python setting a trait: the value arrives, the change event fires (no `set` bookkeeping). */
   fromPython(name: string, value: any) {
     this.state[name] = value;
     this.emit(`change:${name}`, value);
   }
-  save_changes() {
-    this.saves++;
-  }
-  on(ev: string, cb: (...a: any[]) => void) {
-    if (!this.listeners.has(ev)) this.listeners.set(ev, new Set());
-    this.listeners.get(ev)!.add(cb);
-  }
-  off(ev?: string, cb?: (...a: any[]) => void) {
-    if (!ev) this.listeners.clear();
-    else if (!cb) this.listeners.delete(ev);
-    else this.listeners.get(ev)?.delete(cb);
-  }
-  emit(ev: string, ...args: any[]) {
-    for (const cb of [...(this.listeners.get(ev) ?? [])]) cb(...args);
-  }
-  send(content: any) {
-    this.sent.push(content);
-    setTimeout(() => this.answer(content), 1);
-  }
   answer(msg: any) {
-    if (this.failNext) {
-      const error = this.failNext;
-      this.failNext = null;
-      this.emit("msg:custom", { type: "rpc", id: msg.id, ok: false, error });
-      return;
-    }
     if (msg.method === "data") {
       const result = { generation: this.state.generation, datasets: this.data };
       this.emit("msg:custom", { type: "rpc", id: msg.id, ok: true, result });

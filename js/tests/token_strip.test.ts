@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import widget from "../src/token_strip";
 import { visibleText, decodeTokens, groupUnits, unitLabel } from "../src/lib/token_text";
 import type { StripsReply } from "../src/lib/protocol";
+import { FakeModel as BaseModel } from "./fake_model";
 
 interface FakeSample {
   sample_id: number;
@@ -11,17 +12,12 @@ interface FakeSample {
   metrics: Record<string, number[]>;
 }
 
-/** A stand-in for the anywidget model: traits, change events, and an rpc peer answering asynchronously. */
-class FakeModel {
-  state: Record<string, any>;
-  listeners = new Map<string, Set<(...a: any[]) => void>>();
-  sent: any[] = [];
-  saves = 0;
+/** The strip's model: rpc "domain" answered from `domain`, "strips" from `samples` (float32 buffers). */
+class FakeModel extends BaseModel {
   samples: FakeSample[] = [];
-  failNext: string | null = null;
   domain = { lo: -1, hi: 1 };
   constructor(state: Record<string, any> = {}) {
-    this.state = {
+    super({
       sample_ids: [],
       color_by: "token_reward",
       scale_scope: "sample",
@@ -32,42 +28,9 @@ class FakeModel {
       error: "",
       height: 0,
       ...state,
-    };
-  }
-  get(name: string) {
-    return this.state[name];
-  }
-  set(name: string, value: any) {
-    const changed = this.state[name] !== value;
-    this.state[name] = value;
-    if (changed) this.emit(`change:${name}`, value);
-  }
-  save_changes() {
-    this.saves++;
-  }
-  on(ev: string, cb: (...a: any[]) => void) {
-    if (!this.listeners.has(ev)) this.listeners.set(ev, new Set());
-    this.listeners.get(ev)!.add(cb);
-  }
-  off(ev?: string, cb?: (...a: any[]) => void) {
-    if (!ev) this.listeners.clear();
-    else if (!cb) this.listeners.delete(ev);
-    else this.listeners.get(ev)?.delete(cb);
-  }
-  emit(ev: string, ...args: any[]) {
-    for (const cb of [...(this.listeners.get(ev) ?? [])]) cb(...args);
-  }
-  send(content: any) {
-    this.sent.push(content);
-    setTimeout(() => this.answer(content), 1);
+    });
   }
   answer(msg: any) {
-    if (this.failNext) {
-      const error = this.failNext;
-      this.failNext = null;
-      this.emit("msg:custom", { type: "rpc", id: msg.id, ok: false, error });
-      return;
-    }
     if (msg.method === "domain") {
       this.emit("msg:custom", { type: "rpc", id: msg.id, ok: true, result: { metric: msg.params.metric, ...this.domain } });
       return;

@@ -33,6 +33,21 @@ KERNEL_EXEC = """async (code) => {
 }"""
 
 
+# pixel position of a data value inside one concat unit of the chart (the first matching `chart` selector)
+UNIT_POINT = """([unit, xValue, yFrac, chart]) => {
+  const root = document.querySelector(chart || '.rlv-chart');
+  const v = root._rlvView;
+  const groups = [];
+  for (const mark of v.scenegraph().root.items[0].items)
+    if (mark.marktype === 'group') for (const g of mark.items) groups.push({name: mark.name, g});
+  const {name, g} = groups[unit];
+  const scale = v.scale(name.replace(/_group$/, '_x'));
+  const canvas = root.querySelector('canvas, svg').getBoundingClientRect();
+  const [ox, oy] = v.origin();
+  return {x: canvas.x + ox + g.x + scale(xValue), y: canvas.y + oy + g.y + g.height * yFrac};
+}"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,6 +115,16 @@ def is_local(url: str) -> bool:
     host = urlparse(url).hostname or ""
     return host in ("127.0.0.1", "localhost", "::1")
 
+
+def drag(page, unit: int, x0: float, x1: float, chart: str = ".rlv-chart") -> None:
+    """A mouse brush from data value x0 to x1 across the middle of concat unit ``unit`` of the chart."""
+    a = page.evaluate(UNIT_POINT, [unit, x0, 0.5, chart])
+    b = page.evaluate(UNIT_POINT, [unit, x1, 0.5, chart])
+    page.mouse.move(a["x"], a["y"])
+    page.mouse.down()
+    for k in range(1, 6):
+        page.mouse.move(a["x"] + (b["x"] - a["x"]) * k / 5, a["y"], steps=2)
+    page.mouse.up()
 
 class Notebook:
     """One open notebook page: run all cells, then talk to its kernel."""

@@ -8,33 +8,9 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import copy_to_docs
-from .lab import Notebook, jupyter_server, write_notebook
+from .lab import Notebook, drag, jupyter_server, write_notebook
 
 CELLS = ["import rlviz_widgets as rw\nview = rw.RunView('logs', progress=False)\nview"]
-
-# pixel position of a data value inside one concat unit of the chart
-UNIT_POINT = """([unit, xValue, yFrac]) => {
-  const root = document.querySelector('.rlv-chart');
-  const v = root._rlvView;
-  const groups = [];
-  for (const mark of v.scenegraph().root.items[0].items)
-    if (mark.marktype === 'group') for (const g of mark.items) groups.push({name: mark.name, g});
-  const {name, g} = groups[unit];
-  const scale = v.scale(name.replace(/_group$/, '_x'));
-  const canvas = root.querySelector('canvas, svg').getBoundingClientRect();
-  const [ox, oy] = v.origin();
-  return {x: canvas.x + ox + g.x + scale(xValue), y: canvas.y + oy + g.y + g.height * yFrac};
-}"""
-
-
-def drag(page, unit: int, x0: float, x1: float) -> None:
-    a = page.evaluate(UNIT_POINT, [unit, x0, 0.5])
-    b = page.evaluate(UNIT_POINT, [unit, x1, 0.5])
-    page.mouse.move(a["x"], a["y"])
-    page.mouse.down()
-    for k in range(1, 6):
-        page.mouse.move(a["x"] + (b["x"] - a["x"]) * k / 5, a["y"], steps=2)
-    page.mouse.up()
 
 
 def _wait_rendered(page):
