@@ -21,12 +21,13 @@ import duckdb
 import numpy as np
 import platformdirs
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import lines as linereader
 from .problems import Problem
 
-CACHE_VERSION = 4  # 3: group_id / advantage columns; 4: 256-row groups
+CACHE_VERSION = 5  # 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part
 TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
 BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
@@ -57,6 +58,7 @@ class FileState:
     problems: list[list] = field(default_factory=list)  # [line, kind, message]
     fields: list[str] = field(default_factory=list)  # token arrays present in some record
     columns: list[str] = field(default_factory=list)  # custom scalar columns found
+    part_lines: list[list[int]] = field(default_factory=list)  # [first, last] line of each part
     version: int = CACHE_VERSION
 
 
@@ -77,7 +79,7 @@ class FileCache:
             return None
         if state.version != CACHE_VERSION or state.path != str(self.path):
             return None
-        if not all(os.path.exists(p) for p in self.part_paths(state)):
+        if len(state.part_lines) != len(state.parts) or not all(os.path.exists(p) for p in self.part_paths(state)):
             return None
         return state
 
@@ -220,6 +222,8 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     # footer DuckDB may still hold in its metadata cache
     part = f"{len(state.parts):05d}-{os.urandom(4).hex()}"
     state.parts.append(part)
+    lines = table["line"]
+    state.part_lines.append([int(pc.min(lines).as_py()), int(pc.max(lines).as_py())])
     return writer.submit(_write, table, cache.dir, part)
 
 

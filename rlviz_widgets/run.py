@@ -167,8 +167,24 @@ class Run:
                 raise ValueError(f"the cache dir {self.cache_root} is inside the log folder {d}; "
                                  "logs are read-only to rlviz_widgets: choose another cache_dir")
 
-    def _parts(self, file_nos: Iterable[int] | None = None) -> list[tuple[int, str]]:
-        """(file_no, parquet path) of every cache part, optionally only of some files."""
+    def _parts(self, file_nos: Iterable[int] | dict[int, list[int]] | None = None) -> list[tuple[int, str]]:
+        """(file_no, parquet path) of every cache part, optionally only of some files.
+
+        Given ``{file_no: lines}``, only the parts holding those lines: a huge log has hundreds of
+        parts per file, and a page of rows should open one or two of them.
+        """
+        if isinstance(file_nos, dict):
+            out = []
+            for p, st in self._states.items():
+                lines = file_nos.get(self._file_no[p])
+                if not lines:
+                    continue
+                lo, hi = min(lines), max(lines)
+                paths = self._caches[p].part_paths(st)
+                for path, (first, last) in zip(paths, st.part_lines or [[lo, hi]] * len(paths)):
+                    if first <= hi and last >= lo and any(first <= x <= last for x in lines):
+                        out.append((self._file_no[p], path))
+            return out
         wanted = None if file_nos is None else set(file_nos)
         return [(self._file_no[p], part) for p, st in self._states.items()
                 if wanted is None or self._file_no[p] in wanted

@@ -109,6 +109,8 @@ class TableSource:
         key = (search.strip(), where.strip())
         if key == ("", ""):
             return self.nums
+        if not key[0] and self._numeric_only(key[1]):  # a brush: scanning the numbers in memory is cheaper
+            return f"(SELECT * FROM {self.nums} WHERE {key[1]})"
         if key != self._filter_key:
             conds = []
             if key[1]:
@@ -124,6 +126,9 @@ class TableSource:
             self._filter_key = key
             self._order_key = None
         return f"(SELECT n.* FROM {self.nums} n SEMI JOIN {self._tag} f ON n.sample_id = f.sample_id)"
+
+    def _numeric_only(self, where: str) -> bool:
+        return not any(re.search(rf"\b{re.escape(c)}\b", where) for c in self.text_columns)
 
     def count(self, search: str = "", where: str = "") -> int:
         return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]
