@@ -120,7 +120,7 @@ def file_mtimes(folder: Path) -> dict[str, int]:
 
 
 # -- benchmark smoke tests: the scripts run end to end, as `python benchmarks/X.py ...` from the repo root --------
-@pytest.fixture
+@pytest.fixture(scope="session")
 def chromium() -> str:
     """The Chromium the browser tests drive (tests/browser/lab.py); the test is skipped without it (fails on CI)."""
     from tests.browser.lab import CHROMIUM
