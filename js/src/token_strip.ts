@@ -892,9 +892,10 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
   on("change:metrics", guard("metrics", syncMetricOptions));
   on(
     "change:color_by",
-    guard("colour by", () => {
+    guard("colour by", async () => {
       syncMetricOptions();
-      return updateScales();
+      await updateScales();
+      refreshTooltip(); // an open tooltip bolds the metric now colouring the chips
     }),
   );
   on(
