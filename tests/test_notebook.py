@@ -19,6 +19,6 @@ def test_quickstart_runs_top_to_bottom(tmp_path, monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert len(views) >= 4  # two RunViews, a TokenStrip, a SampleTable
+    assert len(views) >= 6  # four RunViews (one of several runs), a TokenStrip, a SampleTable
     texts = "".join(o.get("data", {}).get("text/plain", "") for o in outputs)
     assert "sample_id" in texts and "reward" in texts
