@@ -106,6 +106,7 @@ class Run:
         self._db.execute("SET GLOBAL parquet_metadata_cache = true")
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
+        self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
         self._steps_cache: pd.DataFrame | None = None
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
@@ -142,7 +143,6 @@ class Run:
                 if _first:
                     new_problems = []
                 self._states[str(c.path)] = state
-                self._caches = getattr(self, "_caches", {})
                 self._caches[str(c.path)] = c
         finally:
             bar.close()

@@ -51,7 +51,7 @@ class RunSet(Run):
                 self._owner[n] = name
             self._file_no.update(r._file_no)
             self._states.update(r._states)
-            self._caches.update(getattr(r, "_caches", {}))
+            self._caches.update(r._caches)
         self._paths = {n: p for p, n in self._file_no.items()}
 
     def refresh(self, _first: bool = False) -> bool:
