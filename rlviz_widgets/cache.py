@@ -175,7 +175,8 @@ def _update(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[
                 state.open_tail = False
     with ThreadPoolExecutor(1) as writer:  # Parquet writing overlaps the next chunk's parsing
         pending_writes = []
-        for chunk in linereader.read_chunks(path, start, state.lines + 1):
+        chunks = linereader.read_chunks(path, start, state.lines + 1)
+        for chunk in linereader.prefetch(chunks, getattr(reader, "prepare", None)):
             pending_writes.append(_ingest(con, cache, state, reader, chunk, writer))
             state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
             on_bytes(chunk.end - chunk.start)

@@ -9,7 +9,9 @@ Files are read with plain reads, chunk by chunk, so memory stays flat however bi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import queue
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,32 +29,33 @@ class Chunk:
     first_bytes: np.ndarray  # first byte of each line (cheap triage of blank / odd lines)
     start: int  # byte offset of the chunk in the file
     end: int  # byte offset just past the chunk's last newline
+    keys: set[str] | None = None  # the JSON keys found in the lines, when a reader asked for them early
 
 
 def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                 chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
     """Yield chunks of complete lines from byte ``start`` on; stops at the last newline.
 
-    The chunks share one buffer: each is valid until the next one is asked for.
+    Each chunk has a buffer of its own (uninitialised numpy memory: zeroing a fresh bytearray
+    cost more than the read), so chunks stay valid while another is being read.
     """
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         pos, line_no, carry = start, first_line, b""
-        buf = bytearray(chunk_bytes)
         while True:
-            if len(buf) < len(carry) + chunk_bytes:  # a line longer than a chunk
-                buf = bytearray(len(carry) + chunk_bytes)
-            buf[:len(carry)] = carry
-            n = f.readinto(memoryview(buf)[len(carry):len(carry) + chunk_bytes])
+            buf = np.empty(len(carry) + chunk_bytes, dtype=np.uint8)  # a line longer than a chunk fits too
+            buf[:len(carry)] = np.frombuffer(carry, dtype=np.uint8)
+            n = f.readinto(memoryview(buf)[len(carry):])
             if not n:
                 return
             size = len(carry) + n
-            nl = buf.rfind(b"\n", 0, size)
-            if nl < 0:
-                carry = bytes(buf[:size])
+            ends = np.flatnonzero(buf[:size] == 10)
+            if not len(ends):
+                carry = buf[:size].tobytes()
                 continue
-            carry = bytes(buf[nl + 1:size])
-            chunk = _to_arrow(buf, nl + 1, line_no)
+            nl = int(ends[-1])
+            carry = buf[nl + 1:size].tobytes()
+            chunk = _to_arrow(buf, ends, line_no)
             chunk.start, chunk.end = pos, pos + nl + 1
             yield chunk
             pos += nl + 1
@@ -77,14 +80,12 @@ def tail(path: str | os.PathLike, start: int) -> bytes:
         return f.read()
 
 
-def _to_arrow(data: bytearray, size: int, first_line: int) -> Chunk:
-    """Lines of ``data[:size]`` as Arrow strings, without copying (UTF-8 is checked by the JSON parser)."""
-    buf = np.frombuffer(data, dtype=np.uint8, count=size)
-    ends = np.flatnonzero(buf == 10)
+def _to_arrow(buf: np.ndarray, ends: np.ndarray, first_line: int) -> Chunk:
+    """The lines ending at ``ends`` as Arrow strings over ``buf``, without copying (UTF-8 is checked later)."""
     offsets = np.empty(len(ends) + 1, dtype=np.int64)
     offsets[0] = 0
     offsets[1:] = ends + 1
-    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(data))
+    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(buf))
     numbers = np.arange(first_line, first_line + len(ends), dtype=np.int64)
     return Chunk(arr, numbers, buf[offsets[:-1]], 0, 0)
 
@@ -94,3 +95,50 @@ def line_bytes(arr: pa.LargeStringArray, i: int) -> bytes:
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)
     a, b = offsets[arr.offset + i], offsets[arr.offset + i + 1]
     return bytes(memoryview(arr.buffers()[2])[a:b])
+
+
+def prefetch(chunks: Iterator[Chunk], prepare: Callable[[Chunk], object] | None = None) -> Iterator[Chunk]:
+    """``chunks``, read (and ``prepare``d) one ahead in a thread, so reading overlaps parsing.
+
+    The reads and the numpy passes over the bytes release the GIL; on a machine with few cores
+    this keeps the second one busy while the parser of the chunk before works.
+    """
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for chunk in chunks:
+                if prepare is not None:
+                    prepare(chunk)
+                if not put(chunk):
+                    return
+            put(_DONE)
+        except BaseException as e:  # handed to the consumer, raised there
+            put(e)
+
+    thread = threading.Thread(target=work, name="rlviz-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+_DONE = object()

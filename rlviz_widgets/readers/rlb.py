@@ -159,6 +159,10 @@ class RLBReader:
         return f"coalesce({expr}, '{int(self.file_step)}'::JSON)"
 
     # -- parsing -----------------------------------------------------------------------------
+    def prepare(self, chunk: Chunk) -> None:
+        """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys."""
+        chunk.keys = candidate_keys(chunk.lines)
+
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> tuple[pa.Table | None, list[list]]:
         problems: list[list] = []
         raw = pa.table({"line": chunk.numbers, "j": chunk.lines})
@@ -170,7 +174,8 @@ class RLBReader:
                 return None, problems
             # small batches: DuckDB parses them on every core
             con.register("raw", pa.Table.from_batches(raw.to_batches(max_chunksize=128)))
-            keys = candidate_keys(raw["j"])
+            # the keys of the chunk's raw lines cover those of repaired ones (only trimmed or dropped)
+            keys = chunk.keys if chunk.keys is not None else candidate_keys(raw["j"])
             try:
                 table, used = self._transform(con, keys)
                 break

@@ -1,0 +1,34 @@
+"""Reading a log as chunks of complete lines: every byte once, in order, whatever the chunk size."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlviz_widgets.lines import line_bytes, read_chunks, tail
+
+
+@pytest.mark.parametrize("chunk_bytes", [7, 64, 1000, 1 << 20])
+def test_chunks_cover_every_complete_line(tmp_path, chunk_bytes):
+    lines = [b'{"a": %d}' % i + b"x" * (i * 37 % 300) for i in range(200)] + [b"", b"\xff\xfe odd", b"y" * 5000]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n" + b'{"half": ')  # a half-written last line
+    got, numbers, pos, kept = [], [], 0, []
+    for chunk in read_chunks(path, chunk_bytes=chunk_bytes):
+        assert chunk.start == pos
+        kept.append(chunk)  # every chunk has its own buffer: still valid after the next is read
+        got += [line_bytes(chunk.lines, i) for i in range(len(chunk.lines))]
+        numbers += chunk.numbers.tolist()
+        pos = chunk.end
+    assert got == [ln + b"\n" for ln in lines]
+    assert numbers == list(range(1, len(lines) + 1))
+    assert [line_bytes(c.lines, 0) for c in kept][0] == lines[0] + b"\n"
+    assert tail(path, pos) == b'{"half": '
+
+
+def test_starts_mid_file_with_line_numbers(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    (chunk,) = list(read_chunks(path, start=4, first_line=2))
+    assert [line_bytes(chunk.lines, i) for i in range(2)] == [b"two\n", b"three\n"]
+    assert chunk.numbers.tolist() == [2, 3] and (chunk.start, chunk.end) == (4, 14)
+    assert list(read_chunks(path, start=14)) == []
