@@ -136,75 +136,100 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
     return state, st.st_size
 
 
-def update(con: duckdb.DuckDBPyConnection, cache: FileCache, state: FileState, reader,
-           on_bytes) -> tuple[FileState, list[Problem]]:
-    """Read what is new in the file into new parts; returns the new state and a pending problem, if any."""
+def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
+                 on_file_done=lambda: None) -> list[tuple[FileState, list[Problem]]]:
+    """Read what is new in each file into new parts; per file, the new state and a pending problem, if any.
+
+    JSON-lines files go through one pipeline: the next chunk (of this file or the next one) is read
+    while this one is parsed, and Parquet is written in the background, so no core waits at file ends.
+    """
     # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on which
     # DuckDB refuses register()
-    if hasattr(reader, "for_file"):  # formats that take the step from the file name
-        reader = reader.for_file(cache.path)
-    with con.cursor() as cur:
-        if getattr(reader, "whole_file", False):
-            return _update_whole(cur, cache, state, reader, on_bytes)
-        return _update(cur, cache, state, reader, on_bytes)
+    if not jobs:
+        return []
+    bound = [reader.for_file(c.path) if hasattr(reader, "for_file") else reader for c, _ in jobs]
+    out: list[tuple[FileState, list[Problem]] | None] = [None] * len(jobs)
+    with con.cursor() as cur, ThreadPoolExecutor(1) as writer:
+        lines = []
+        for i, ((cache, state), r) in enumerate(zip(jobs, bound)):
+            if getattr(r, "whole_file", False):
+                out[i] = _update_whole(cur, cache, state, r, on_bytes, writer)
+                on_file_done()
+            else:
+                lines.append(i)
+        writes: list = []
+        prepare = getattr(reader, "prepare", None)
+        ahead = (lambda item: item[1] is not None and prepare(item[1])) if prepare else None
+        for i, chunk in linereader.prefetch(_chunks([jobs[i] for i in lines], lines), ahead):
+            cache, state = jobs[i]
+            if chunk is not None:
+                writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
+                state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
+                on_bytes(chunk.end - chunk.start)
+            else:  # the file's complete lines are all read
+                out[i] = (state, _finish(cur, cache, state, bound[i], on_bytes, writer, writes))
+                on_file_done()
+        for fut in writes:
+            fut.result()
+    for cache, state in jobs:
+        cache.save(state)  # only now: every part it names is written
+    return out
 
 
-def _update_whole(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
+def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int]):
+    """(job id, chunk) for every new complete line of each file in turn, then (job id, None)."""
+    for i, (cache, state) in zip(ids, jobs):
+        start = state.consumed
+        if state.open_tail:  # the line we took without a newline may now be finished by one
+            with open(cache.path, "rb") as f:
+                f.seek(start)
+                if f.read(1) == b"\n":
+                    start += 1
+                    state.open_tail = False
+            state.consumed = start
+        for chunk in linereader.read_chunks(cache.path, start, state.lines + 1):
+            yield i, chunk
+        yield i, None
+
+
+def _update_whole(con, cache: FileCache, state: FileState, reader, on_bytes, writer) -> tuple[FileState, list]:
     """A file read in one go (Parquet): one part, rebuilt from scratch whenever the file changes."""
     st = os.stat(cache.path)
     table, problems = reader.parse_file(con, cache.path)
-    with ThreadPoolExecutor(1) as writer:
-        _add_part(cache, state, table, problems, writer).result()
+    _add_part(cache, state, table, problems, writer).result()
     on_bytes(st.st_size)
     state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
     state.consumed, state.lines = st.st_size, getattr(reader, "rows_read", 0)
     state.head = state.tail = ""
-    cache.save(state)
     return state, []
 
 
-def _update(con, cache: FileCache, state: FileState, reader, on_bytes) -> tuple[FileState, list[Problem]]:
+def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, writes: list) -> list[Problem]:
+    """After a file's complete lines: its last line without a newline, and its new size and hashes."""
     path = cache.path
     st = os.stat(path)
-    start = state.consumed
-    if state.open_tail:  # the line we took without a newline may now be finished by one
-        with open(path, "rb") as f:
-            f.seek(start)
-            if f.read(1) == b"\n":
-                start += 1
-                state.open_tail = False
-    with ThreadPoolExecutor(1) as writer:  # Parquet writing overlaps the next chunk's parsing
-        pending_writes = []
-        chunks = linereader.read_chunks(path, start, state.lines + 1)
-        for chunk in linereader.prefetch(chunks, getattr(reader, "prepare", None)):
-            pending_writes.append(_ingest(con, cache, state, reader, chunk, writer))
-            state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
-            on_bytes(chunk.end - chunk.start)
-        pending: list[Problem] = []
-        rest = linereader.tail(path, state.consumed) if not state.open_tail else b""
-        if rest.strip():
-            text = rest.decode("utf-8", errors="replace")
-            if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
-                # a finished last record that simply lacks the final newline
-                chunk = linereader.Chunk(pa.array([text], pa.large_string()), np.array([state.lines + 1]),
-                                         np.frombuffer(text.lstrip().encode()[:1], np.uint8), state.consumed,
-                                         state.consumed + len(rest))
-                pending_writes.append(_ingest(con, cache, state, reader, chunk, writer))
-                state.consumed += len(rest)
-                state.lines += 1
-                state.open_tail = True
-            else:
-                pending.append(Problem(str(path), state.lines + 1, "incomplete_last_line",
-                                       f"{len(rest)} bytes without a newline (a job still writing?): "
-                                       "skipped until the line is complete"))
-        on_bytes(len(rest))
-        for fut in pending_writes:
-            fut.result()
+    pending: list[Problem] = []
+    rest = linereader.tail(path, state.consumed) if not state.open_tail else b""
+    if rest.strip():
+        text = rest.decode("utf-8", errors="replace")
+        if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
+            # a finished last record that simply lacks the final newline
+            chunk = linereader.Chunk(pa.array([text], pa.large_string()), np.array([state.lines + 1]),
+                                     np.frombuffer(text.lstrip().encode()[:1], np.uint8), state.consumed,
+                                     state.consumed + len(rest))
+            writes.append(_ingest(con, cache, state, reader, chunk, writer))
+            state.consumed += len(rest)
+            state.lines += 1
+            state.open_tail = True
+        else:
+            pending.append(Problem(str(path), state.lines + 1, "incomplete_last_line",
+                                   f"{len(rest)} bytes without a newline (a job still writing?): "
+                                   "skipped until the line is complete"))
+    on_bytes(len(rest))
     state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
     state.head = _head(path, state.consumed) if state.consumed else ""
     state.tail = _tail(path, state.consumed) if state.consumed else ""
-    cache.save(state)
-    return state, pending
+    return pending
 
 
 def _ingest(con, cache: FileCache, state: FileState, reader, chunk, writer):

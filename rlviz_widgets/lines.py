@@ -13,11 +13,13 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 CHUNK_BYTES = 32 * 1024 * 1024
+T = TypeVar("T")
 
 
 @dataclass
@@ -97,8 +99,9 @@ def line_bytes(arr: pa.LargeStringArray, i: int) -> bytes:
     return bytes(memoryview(arr.buffers()[2])[a:b])
 
 
-def prefetch(chunks: Iterator[Chunk], prepare: Callable[[Chunk], object] | None = None) -> Iterator[Chunk]:
-    """``chunks``, read (and ``prepare``d) one ahead in a thread, so reading overlaps parsing.
+def prefetch(items: Iterator[T], prepare: Callable[[T], object] | None = None) -> Iterator[T]:
+    """``items`` (chunks, or what holds them), read and ``prepare``d one ahead in a thread, so reading
+    overlaps parsing.
 
     The reads and the numpy passes over the bytes release the GIL; on a machine with few cores
     this keeps the second one busy while the parser of the chunk before works.
@@ -117,10 +120,10 @@ def prefetch(chunks: Iterator[Chunk], prepare: Callable[[Chunk], object] | None 
 
     def work() -> None:
         try:
-            for chunk in chunks:
+            for item in items:
                 if prepare is not None:
-                    prepare(chunk)
-                if not put(chunk):
+                    prepare(item)
+                if not put(item):
                     return
             put(_DONE)
         except BaseException as e:  # handed to the consumer, raised there

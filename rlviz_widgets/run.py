@@ -128,24 +128,25 @@ class Run:
         changed = _first
         bar = Progress(todo, sum(1 for _, n in plans if n), enabled=self._progress and _first)
         try:
-            pending: list[Problem] = []
-            new_problems: list[Problem] = []
-            for c, (state, n) in zip(caches, plans):
-                before = len(state.problems)
-                if n:
-                    state, p = cachemod.update(self._db, c, state, self._reader, bar.bytes)
-                    bar.file_done()
-                    changed = True
-                    pending += p
-                    new_problems += [Problem(state.path, *p) for p in state.problems[before:]]
-                elif state.consumed < state.size:
-                    pending += self._pending_for(state)
-                if _first:
-                    new_problems = []
-                self._states[str(c.path)] = state
-                self._caches[str(c.path)] = c
+            todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
+            befores = [len(state.problems) for _, state in todo_jobs]
+            results = cachemod.update_files(self._db, todo_jobs, self._reader, bar.bytes, bar.file_done)
+            updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
         finally:
             bar.close()
+        pending: list[Problem] = []
+        new_problems: list[Problem] = []
+        for c, (state, n) in zip(caches, plans):
+            if n:
+                (state, p), before = updated[str(c.path)]
+                changed = True
+                pending += p
+                if not _first:
+                    new_problems += [Problem(state.path, *q) for q in state.problems[before:]]
+            elif state.consumed < state.size:
+                pending += self._pending_for(state)
+            self._states[str(c.path)] = state
+            self._caches[str(c.path)] = c
         self._pending = pending
         if changed or pending != old_pending:
             self._build_views()

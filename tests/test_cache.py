@@ -20,19 +20,19 @@ from rlviz_widgets.synth import make_record, write_log
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts cache.update calls and records the line numbers every parse() is given."""
+    """Counts the files cache.update_files reads and records the line numbers every parse() is given."""
     calls = {"update": 0, "parsed": []}
-    real_update, real_parse = cachemod.update, RLBReader.parse
+    real_update, real_parse = cachemod.update_files, RLBReader.parse
 
-    def update(*a, **kw):
-        calls["update"] += 1
-        return real_update(*a, **kw)
+    def update(con, jobs, *a, **kw):
+        calls["update"] += len(jobs)
+        return real_update(con, jobs, *a, **kw)
 
     def parse(self, con, chunk):
         calls["parsed"].extend(int(n) for n in chunk.numbers)
         return real_parse(self, con, chunk)
 
-    monkeypatch.setattr(cachemod, "update", update)
+    monkeypatch.setattr(cachemod, "update_files", update)
     monkeypatch.setattr(RLBReader, "parse", parse)
 
     def reset():
