@@ -45,15 +45,23 @@ def _lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+# The scalar fields come out of json_transform as JSON text and are sorted out with string
+# operations: json_type() would parse every value again, several times per field and row.
+def _num(x: str) -> str:
+    return f"TRY_CAST({x} AS DOUBLE)"
+
+
 def json_number(v: str) -> str:
     """A JSON value as a DOUBLE (NULL unless a finite number or a boolean)."""
-    return (f"CASE WHEN json_type({v}) IN {NUMERIC} AND isfinite(TRY_CAST({v} AS DOUBLE)) THEN TRY_CAST({v} AS DOUBLE) "
-            f"WHEN json_type({v}) = 'BOOLEAN' THEN ({v})::BOOLEAN::DOUBLE END")
+    x = f"({v})::VARCHAR"
+    return (f"CASE WHEN isfinite({_num(x)}) THEN {_num(x)} WHEN {x} = 'true' THEN 1.0::DOUBLE "
+            f"WHEN {x} = 'false' THEN 0.0::DOUBLE END")
 
 
 def json_text(v: str) -> str:
     """A JSON value as text (strings unquoted, NULL for null)."""
-    return f"CASE json_type({v}) WHEN 'VARCHAR' THEN {v}->>'$' WHEN 'NULL' THEN NULL ELSE ({v})::VARCHAR END"
+    x = f"({v})::VARCHAR"
+    return f"CASE WHEN starts_with({x}, '\"') THEN ({v})->>'$' WHEN {x} <> 'null' THEN {x} END"
 
 
 ALIASES = {"response_tokens": "tokens", "token": "tokens", "group": "group_id", "uid": "group_id"}
@@ -194,43 +202,44 @@ class RLBReader:
         schema, ex, used = self._spec(keys)
         extras = sorted(k for k in keys if k not in used)
         schema.update({k: "JSON" for k in extras})
-        step = f"({self._step(ex['step'])})"
+        step = self._step(ex["step"])
 
         def number(f: str) -> str:
             # _p_{f}: what is wrong (NULL when fine), _v_{f}: the bad value, for the message
-            # TRY_CAST: DuckDB computes a cast shared by several expressions on every row ("high"::DOUBLE fails)
-            v = f"({ex[f]})"
-            ok = f"json_type({v}) IN {NUMERIC} AND isfinite(TRY_CAST({v} AS DOUBLE))"
-            bad = (f"CASE WHEN json_type({v}) IS NULL THEN 'missing' WHEN json_type({v}) = 'NULL' THEN NULL "
-                   f"WHEN json_type({v}) IN {NUMERIC} THEN 'nan' ELSE 'type' END")
-            return (f"CASE WHEN {ok} THEN TRY_CAST({v} AS DOUBLE) END AS {f}, CASE WHEN NOT ({ok}) OR {v} IS NULL "
-                    f"THEN {bad} END AS _p_{f}, CASE WHEN NOT ({ok}) THEN {v}::VARCHAR END AS _v_{f}")
+            x, d = f"_x_{f}", _num(f"_x_{f}")
+            return (f"CASE WHEN isfinite({d}) THEN {d} END AS {f}, "
+                    f"CASE WHEN {x} IS NULL THEN 'missing' WHEN {x} = 'null' THEN NULL WHEN {d} IS NULL THEN 'type' "
+                    f"WHEN NOT isfinite({d}) THEN 'nan' END AS _p_{f}, "
+                    f"CASE WHEN {d} IS NULL OR NOT isfinite({d}) THEN {x} END AS _v_{f}")
 
         extra_sel = ""
         for k in extras:
-            v = self._extra(k)
-            extra_sel += f""", CASE WHEN json_type({v}) IN {NUMERIC} THEN ({v})::DOUBLE
-                       WHEN json_type({v}) = 'BOOLEAN' THEN ({v})::BOOLEAN::DOUBLE END AS {_q('_n_' + k)},
-                  CASE WHEN json_type({v}) = 'VARCHAR' THEN {v}->>'$' END AS {_q('_s_' + k)}"""
-        gt = f"({ex['ground_truth']})"
+            x, d = _q(f"_x_e_{k}"), _num(_q(f"_x_e_{k}"))
+            extra_sel += f""", CASE WHEN {d} IS NOT NULL THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
+                       WHEN {x} = 'false' THEN 0.0::DOUBLE END AS {_q('_n_' + k)},
+                  CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' END AS {_q('_s_' + k)}"""
+        texts = {"_x_step": step, "_x_reward": ex["reward"], "_x_ref_reward": ex["ref_reward"],
+                 "_x_gt": ex["ground_truth"], **{f"_x_e_{k}": self._extra(k) for k in extras}}
+        # a string step is read as a number (and reported); 3.0 is 3; anything else skips the record
+        sx, sd = "_x_step", _num("_x_step")
+        ss = _num("(_x_step::JSON->>'$')")
         helpers = "".join(f", {v} AS {_q(k)}" for k, v in ex.items() if k.startswith("_"))  # for _post
         table = con.sql(f"""
             SELECT line,
-                   CASE WHEN json_type({step}) IN ('BIGINT', 'UBIGINT') THEN ({step})::BIGINT
-                        WHEN json_type({step}) = 'DOUBLE'
-                             AND TRY_CAST({step} AS DOUBLE) = round(TRY_CAST({step} AS DOUBLE))
-                             THEN TRY_CAST(TRY_CAST({step} AS DOUBLE) AS BIGINT)
-                        WHEN json_type({step}) = 'VARCHAR' THEN TRY_CAST({step}->>'$' AS BIGINT) END AS step,
-                   CASE WHEN json_type({step}) IS NULL OR json_type({step}) = 'NULL' THEN 'missing'
-                        WHEN json_type({step}) NOT IN ('BIGINT', 'UBIGINT') THEN json_type({step}) END AS _p_step,
-                   CASE WHEN json_type({step}) NOT IN ('BIGINT', 'UBIGINT') THEN ({step})::VARCHAR END AS _v_step,
+                   CASE WHEN {sd} = round({sd}) AND isfinite({sd}) THEN {sd}::BIGINT
+                        WHEN starts_with({sx}, '"') AND {ss} = round({ss}) AND isfinite({ss}) THEN {ss}::BIGINT
+                        END AS step,
+                   CASE WHEN {sx} IS NULL OR {sx} = 'null' THEN 'missing' WHEN starts_with({sx}, '"') THEN 'VARCHAR'
+                        WHEN NOT ({sd} = round({sd}) AND isfinite({sd})) OR {sd} IS NULL THEN 'other' END AS _p_step,
+                   CASE WHEN NOT ({sd} = round({sd}) AND isfinite({sd})) OR {sd} IS NULL THEN {sx} END AS _v_step,
                    {ex['prompt']} AS prompt, {ex['response']} AS response, {number('reward')},
                    {ex['ref_response']} AS ref_response, {number('ref_reward')},
-                   CASE json_type({gt}) WHEN 'VARCHAR' THEN {gt}->>'$' WHEN 'NULL' THEN NULL
-                        ELSE ({gt})::VARCHAR END AS ground_truth,
+                   CASE WHEN starts_with(_x_gt, '"') THEN _x_gt::JSON->>'$' WHEN _x_gt <> 'null' THEN _x_gt
+                        END AS ground_truth,
                    {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
                    {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
-            FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw)""").to_arrow_table()
+            FROM (SELECT line, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
+                  FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw))""").to_arrow_table()
         self._used = used
         return table, used
 
