@@ -32,3 +32,15 @@ def test_starts_mid_file_with_line_numbers(tmp_path):
     assert [line_bytes(chunk.lines, i) for i in range(2)] == [b"two\n", b"three\n"]
     assert chunk.numbers.tolist() == [2, 3] and (chunk.start, chunk.end) == (4, 14)
     assert list(read_chunks(path, start=14)) == []
+
+
+def test_find_byte_across_blocks():
+    import numpy as np
+
+    from rlviz_widgets.lines import _BLOCK, find_byte
+
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, size=3 * _BLOCK + 17, dtype=np.uint8)
+    assert np.array_equal(find_byte(data, 10), np.flatnonzero(data == 10))
+    assert len(find_byte(np.zeros(0, np.uint8), 10)) == 0
+    assert find_byte(np.frombuffer(b"abc", np.uint8), 10).tolist() == []

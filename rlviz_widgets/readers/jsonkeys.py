@@ -15,6 +15,8 @@ import json
 import numpy as np
 import pyarrow as pa
 
+from ..lines import find_byte
+
 QUOTE, COLON, SPACE, BACKSLASH = 34, 58, 32, 92
 WINDOW = 48  # keys up to this many bytes are read vectorized; longer ones one by one
 
@@ -26,7 +28,7 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray) -> set[str]:
         return set()
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
-    colons = np.flatnonzero(data == COLON)
+    colons = find_byte(data, COLON)
     ends = []  # closing quotes followed by a colon, directly or after one or two spaces
     for gap in (0, 1, 2):
         c = colons[colons > gap + 1]
