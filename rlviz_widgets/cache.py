@@ -160,11 +160,13 @@ def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, Fil
         writes: list = []
         prepare = getattr(reader, "prepare", None)
         ahead = (lambda item: item[1] is not None and prepare(item[1])) if prepare else None
-        for i, chunk in linereader.prefetch(_chunks([jobs[i] for i in lines], lines), ahead):
+        pool = linereader.BufferPool()
+        for i, chunk in linereader.prefetch(_chunks([jobs[i] for i in lines], lines, pool), ahead):
             cache, state = jobs[i]
             if chunk is not None:
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
+                pool.put(chunk)  # parsed: the part holds copies of everything kept
                 on_bytes(chunk.end - chunk.start)
             else:  # the file's complete lines are all read
                 out[i] = (state, _finish(cur, cache, state, bound[i], on_bytes, writer, writes))
@@ -176,8 +178,9 @@ def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, Fil
     return out
 
 
-def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int]):
+def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool):
     """(job id, chunk) for every new complete line of each file in turn, then (job id, None)."""
+    first = linereader.FIRST_CHUNK_BYTES
     for i, (cache, state) in zip(ids, jobs):
         start = state.consumed
         if state.open_tail:  # the line we took without a newline may now be finished by one
@@ -187,8 +190,9 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int]):
                     start += 1
                     state.open_tail = False
             state.consumed = start
-        for chunk in linereader.read_chunks(cache.path, start, state.lines + 1):
+        for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool):
             yield i, chunk
+            first = None
         yield i, None
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 CHUNK_BYTES = 32 * 1024 * 1024
+FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # a small first read: the parser starts sooner
 T = TypeVar("T")
 
 
@@ -32,20 +33,48 @@ class Chunk:
     start: int  # byte offset of the chunk in the file
     end: int  # byte offset just past the chunk's last newline
     keys: set[str] | None = None  # the JSON keys found in the lines, when a reader asked for them early
+    buffer: np.ndarray | None = None  # the memory the lines live in (handed back to a BufferPool when done)
+
+
+class BufferPool:
+    """Read buffers handed back once their chunk is parsed, to be read into again.
+
+    Fresh memory costs more than the read itself: the kernel zeroes every page on first touch.
+    """
+
+    def __init__(self) -> None:
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+
+    def get(self, size: int) -> np.ndarray:
+        try:
+            buf = self._free.get_nowait()
+        except queue.Empty:
+            return np.empty(size, dtype=np.uint8)
+        return buf if len(buf) >= size else np.empty(size, dtype=np.uint8)
+
+    def put(self, chunk: Chunk) -> None:
+        """``chunk`` is done with: nothing may use its lines any more."""
+        if chunk.buffer is not None:
+            self._free.put(chunk.buffer)
+            chunk.buffer = None
 
 
 def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
-                chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
+                chunk_bytes: int = CHUNK_BYTES, first_chunk_bytes: int | None = None,
+                pool: BufferPool | None = None) -> Iterator[Chunk]:
     """Yield chunks of complete lines from byte ``start`` on; stops at the last newline.
 
-    Each chunk has a buffer of its own (uninitialised numpy memory: zeroing a fresh bytearray
-    cost more than the read), so chunks stay valid while another is being read.
+    ``first_chunk_bytes``: a smaller first read, so that whoever parses the chunks starts sooner.
+    Each chunk has a buffer of its own, valid until the chunk is handed back to ``pool`` (without
+    a pool: for as long as the chunk lives).
     """
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         pos, line_no, carry = start, first_line, b""
+        want = first_chunk_bytes or chunk_bytes
         while True:
-            buf = np.empty(len(carry) + chunk_bytes, dtype=np.uint8)  # a line longer than a chunk fits too
+            size = len(carry) + want  # a line longer than a chunk fits too
+            buf = pool.get(size)[:size] if pool is not None else np.empty(size, dtype=np.uint8)
             buf[:len(carry)] = np.frombuffer(carry, dtype=np.uint8)
             n = f.readinto(memoryview(buf)[len(carry):])
             if not n:
@@ -57,8 +86,9 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                 continue
             nl = int(ends[-1])
             carry = buf[nl + 1:size].tobytes()
+            want = chunk_bytes
             chunk = _to_arrow(buf, ends, line_no)
-            chunk.start, chunk.end = pos, pos + nl + 1
+            chunk.start, chunk.end, chunk.buffer = pos, pos + nl + 1, buf.base if buf.base is not None else buf
             yield chunk
             pos += nl + 1
             line_no += len(chunk.lines)

@@ -17,13 +17,17 @@ SAMPLE_METRICS = ("n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_
 
 
 def _flat(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values as float64 with NaN for nulls, offsets, row validity) of a list<float> column."""
+    """(values with NaN for nulls, offsets, row validity) of a list<float> column.
+
+    The values keep their stored type (float32, usually a zero-copy view): sums are taken in
+    float64 by the reductions themselves, so no float64 copy of every token is made.
+    """
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if arr.offset:
         arr = pa.concat_arrays([arr])  # normalise a sliced array
     offsets = arr.offsets.to_numpy()
     values = arr.values.slice(offsets[0], offsets[-1] - offsets[0])
-    vals = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    vals = values.to_numpy(zero_copy_only=False)
     return vals, offsets - offsets[0], ~arr.is_null().to_numpy(zero_copy_only=False)
 
 
@@ -32,10 +36,11 @@ def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndar
     counts = np.diff(offsets)
     ok = np.isfinite(vals)
     if ok.all():  # the usual case: one pass, no masks
-        sums = np.add.reduceat(vals, np.minimum(offsets[:-1], max(len(vals) - 1, 0))) if len(vals) else \
-            np.zeros(len(counts))
+        if not len(vals):
+            return np.zeros(len(counts)), counts
+        sums = np.add.reduceat(vals, np.minimum(offsets[:-1], len(vals) - 1), dtype=np.float64)
         return np.where(counts > 0, sums, 0.0), counts
-    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, vals, 0.0))])
+    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, vals, 0.0), dtype=np.float64)])
     ccnt = np.concatenate([[0], np.cumsum(ok)])
     return csum[offsets[1:]] - csum[offsets[:-1]], ccnt[offsets[1:]] - ccnt[offsets[:-1]]
 
@@ -66,7 +71,7 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     if "logprobs" in flat and "ref_logprobs" in flat:
         (lp, lo, _), (rp, ro, _) = flat["logprobs"], flat["ref_logprobs"]
         if np.array_equal(lo, ro):
-            lr = lp - rp
+            lr = np.subtract(lp, rp, dtype=np.float64)
             offs = lo
         else:  # some rows differ in length: align position by position, row by row
             parts = []
@@ -74,12 +79,14 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
             for i in range(rows):
                 a, b = lp[lo[i]:lo[i + 1]], rp[ro[i]:ro[i + 1]]
                 m = min(len(a), len(b))
-                parts.append(a[:m] - b[:m])
+                parts.append(np.subtract(a[:m], b[:m], dtype=np.float64))
                 offs.append(offs[-1] + m)
             lr = np.concatenate(parts) if parts else np.zeros(0)
             offs = np.asarray(offs)
         with np.errstate(over="ignore", invalid="ignore"):
-            kl = np.exp(lr) - 1 - lr
+            kl = np.exp(lr)  # exp(lr) - 1 - lr, in place: one array, not three
+            kl -= 1
+            kl -= lr
         s, n = _segment(lr, offs)
         out["log_ratio_mean"], out["log_ratio_sum"] = _mean(s, n), np.where(n > 0, s, np.nan)
         s, n = _segment(kl, offs)

@@ -44,3 +44,29 @@ def test_find_byte_across_blocks():
     assert np.array_equal(find_byte(data, 10), np.flatnonzero(data == 10))
     assert len(find_byte(np.zeros(0, np.uint8), 10)) == 0
     assert find_byte(np.frombuffer(b"abc", np.uint8), 10).tolist() == []
+
+
+def test_parsed_chunk_does_not_keep_its_buffer(tmp_path):
+    """A chunk's buffer is read into again once parsed: the parsed table must hold copies."""
+    import json
+
+    import duckdb
+
+    from rlviz_widgets.lines import BufferPool
+    from rlviz_widgets.readers.rlb import RLBReader
+
+    recs = [{"step": i // 4, "prompt": f"p{i}", "response": f"r{i} é", "reward": i / 7, "acc": "yes",
+             "response_tokens": ["a", f"t{i}"], "logprobs": [-0.5, -1.0], "ref_logprobs": [-0.4, -1.1]}
+            for i in range(40)]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs) + "not json\n")
+    pool = BufferPool()
+    (chunk,) = list(read_chunks(path, pool=pool))
+    table, problems = RLBReader().parse(duckdb.connect(), chunk)
+    before = table.to_pylist()
+    buf = chunk.buffer
+    pool.put(chunk)
+    buf[:] = ord("x")  # the next read lands here
+    assert table.to_pylist() == before
+    assert [r["prompt"] for r in before] == [f"p{i}" for i in range(40)] and len(problems) == 1
+    assert pool.get(10) is buf  # and it is reused

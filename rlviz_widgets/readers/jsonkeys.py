@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 import pyarrow as pa
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..lines import find_byte
 
@@ -45,19 +46,26 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray) -> set[str]:
         double = escaped & (data[np.maximum(end - 2, 0)] == BACKSLASH)
         slow += end[double].tolist()
         end = end[~escaped]
-    # walk back from each closing quote to the nearest quote: rows of the bytes before it, reversed
-    back = end[:, None] - np.arange(1, WINDOW + 1)[None, :]
-    win = data[np.maximum(back, 0)]
-    win[back < 0] = 0
-    isq = win == QUOTE
+    near = end <= WINDOW  # too close to the start for a whole window: one by one
+    slow += end[near].tolist()
+    end = end[~near]
+    # the WINDOW bytes before each closing quote, through a strided view (no index arrays); a key is
+    # a function of its window, so the many repeats of the same few keys are dropped first
+    if len(end):
+        rows = np.ascontiguousarray(sliding_window_view(data, WINDOW)[end - WINDOW])
+        _, pick = np.unique(rows.view(f"V{WINDOW}").ravel(), return_index=True)
+        win = rows[pick]
+    else:
+        win, pick = np.zeros((0, WINDOW), np.uint8), np.zeros(0, np.int64)
+    # walk back to the nearest quote; the byte before it (inside the window) says whether it is escaped
+    isq = win[:, ::-1] == QUOTE
     first = isq.argmax(axis=1)
-    found = isq[np.arange(len(end)), first]
-    opening = end - 1 - first
-    plain = found & (data[np.maximum(opening - 1, 0)] != BACKSLASH)  # the opening quote is not an escaped one
-    slow += end[~plain].tolist()
-    win, first = win[plain], first[plain]
-    win[np.arange(WINDOW)[None, :] >= first[:, None]] = 0  # keep the key's bytes only
-    raw = {bytes(row).lstrip(b"\0") for row in np.unique(win[:, ::-1].copy().view(f"V{WINDOW}"))}
+    opening = WINDOW - 1 - first
+    rows = np.arange(len(win))
+    plain = isq[rows, first] & (opening >= 1)
+    plain[plain] &= win[rows[plain], opening[plain] - 1] != BACKSLASH
+    slow += end[pick[~plain]].tolist()
+    raw = {bytes(row[o + 1:]) for row, o in zip(win[plain], opening[plain].tolist())}
     raw |= {_key_before(data, e) for e in slow}
     keys = set()
     for b in raw:
