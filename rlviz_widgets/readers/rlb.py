@@ -224,7 +224,7 @@ class RLBReader:
         sx, sd = "_x_step", _num("_x_step")
         ss = _num("(_x_step::JSON->>'$')")
         helpers = "".join(f", {v} AS {_q(k)}" for k, v in ex.items() if k.startswith("_"))  # for _post
-        table = con.sql(f"""
+        table = _query(con, f"""
             SELECT line,
                    CASE WHEN {sd} = round({sd}) AND isfinite({sd}) THEN {sd}::BIGINT
                         WHEN starts_with({sx}, '"') AND {ss} = round({ss}) AND isfinite({ss}) THEN {ss}::BIGINT
@@ -239,7 +239,7 @@ class RLBReader:
                    {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
                    {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
             FROM (SELECT line, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
-                  FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw))""").to_arrow_table()
+                  FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw))""")
         self._used = used
         return table, used
 
@@ -355,6 +355,19 @@ class RLBReader:
                                  f"{key} has {k_null} null or non-numeric value(s): left empty"])
         clean = pa.array(np.where(bad, np.nan, vals), type=col.type.value_type, mask=bad)
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), clean, mask=col.is_null())
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """``sql`` (over the registered ``raw``) as Arrow, through a temporary view made once per query text.
+
+    Every chunk of a file asks the same long query: parsing its text again each time showed in profiles.
+    """
+    name = "_chunk_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
+    try:
+        return con.sql(f"SELECT * FROM {name}").to_arrow_table()
+    except duckdb.CatalogException:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+        return con.sql(f"SELECT * FROM {name}").to_arrow_table()
 
 
 def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> pa.Table:
