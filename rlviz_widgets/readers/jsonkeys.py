@@ -20,6 +20,7 @@ from ..lines import find_byte
 
 QUOTE, COLON, SPACE, BACKSLASH = 34, 58, 32, 92
 WINDOW = 48  # keys up to this many bytes are read vectorized; longer ones one by one
+_MIX = np.random.default_rng(0).integers(1, 2**63, size=WINDOW // 8, dtype=np.uint64) | np.uint64(1)
 
 
 def candidate_keys(lines: pa.Array | pa.ChunkedArray) -> set[str]:
@@ -49,23 +50,26 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray) -> set[str]:
     near = end <= WINDOW  # too close to the start for a whole window: one by one
     slow += end[near].tolist()
     end = end[~near]
-    # the WINDOW bytes before each closing quote, through a strided view (no index arrays); a key is
-    # a function of its window, so the many repeats of the same few keys are dropped first
-    if len(end):
-        rows = np.ascontiguousarray(sliding_window_view(data, WINDOW)[end - WINDOW])
-        _, pick = np.unique(rows.view(f"V{WINDOW}").ravel(), return_index=True)
-        win = rows[pick]
-    else:
-        win, pick = np.zeros((0, WINDOW), np.uint8), np.zeros(0, np.int64)
+    # the WINDOW bytes before each closing quote, through a strided view (no index arrays)
+    rows = np.ascontiguousarray(sliding_window_view(data, WINDOW)[end - WINDOW]) if len(end) else \
+        np.zeros((0, WINDOW), np.uint8)
     # walk back to the nearest quote; the byte before it (inside the window) says whether it is escaped
-    isq = win[:, ::-1] == QUOTE
+    isq = rows[:, ::-1] == QUOTE
     first = isq.argmax(axis=1)
     opening = WINDOW - 1 - first
-    rows = np.arange(len(win))
-    plain = isq[rows, first] & (opening >= 1)
-    plain[plain] &= win[rows[plain], opening[plain] - 1] != BACKSLASH
-    slow += end[pick[~plain]].tolist()
-    raw = {bytes(row[o + 1:]) for row, o in zip(win[plain], opening[plain].tolist())}
+    at = np.arange(len(rows))
+    plain = isq[at, first] & (opening >= 1)
+    plain[plain] &= rows[at[plain], opening[plain] - 1] != BACKSLASH
+    slow += end[~plain].tolist()
+    rows, opening = rows[plain], opening[plain]
+    rows[np.arange(WINDOW)[None, :] <= opening[:, None]] = 0  # the key's bytes only (JSON text has no NULs)
+    # then the many repeats of the same few keys collapse: grouped by a hash of the row (a sort of
+    # 8-byte numbers, not of 48-byte strings), every row checked against its group's first one
+    words = rows.view(np.uint64)
+    h = (words * _MIX[None, :]).sum(axis=1, dtype=np.uint64)
+    _, first_of, group = np.unique(h, return_index=True, return_inverse=True)
+    same = (rows == rows[first_of[group]]).all(axis=1)
+    raw = {bytes(r).lstrip(b"\0") for r in rows[first_of]} | {bytes(r).lstrip(b"\0") for r in rows[~same]}
     raw |= {_key_before(data, e) for e in slow}
     keys = set()
     for b in raw:
