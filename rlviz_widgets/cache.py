@@ -161,7 +161,8 @@ def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, Fil
         prepare = getattr(reader, "prepare", None)
         ahead = (lambda item: item[1] is not None and prepare(item[1])) if prepare else None
         pool = linereader.BufferPool()
-        for i, chunk in linereader.prefetch(_chunks([jobs[i] for i in lines], lines, pool), ahead):
+        for i, chunk in linereader.prefetch(
+                _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None)), ahead):
             cache, state = jobs[i]
             if chunk is not None:
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
@@ -178,7 +179,8 @@ def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, Fil
     return out
 
 
-def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool):
+def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool,
+            also_find: int | None):
     """(job id, chunk) for every new complete line of each file in turn, then (job id, None)."""
     first = linereader.FIRST_CHUNK_BYTES
     for i, (cache, state) in zip(ids, jobs):
@@ -190,7 +192,8 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
                     start += 1
                     state.open_tail = False
             state.consumed = start
-        for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool):
+        for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool,
+                                            also_find=also_find):
             yield i, chunk
             first = None
         yield i, None

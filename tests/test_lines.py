@@ -13,8 +13,11 @@ def test_chunks_cover_every_complete_line(tmp_path, chunk_bytes):
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n" + b'{"half": ')  # a half-written last line
     got, numbers, pos, kept = [], [], 0, []
-    for chunk in read_chunks(path, chunk_bytes=chunk_bytes):
+    chunks = read_chunks(path, chunk_bytes=chunk_bytes, first_chunk_bytes=chunk_bytes // 2 or 1, also_find=ord(":"))
+    for chunk in chunks:
         assert chunk.start == pos
+        data = b"".join(line_bytes(chunk.lines, i) for i in range(len(chunk.lines)))
+        assert chunk.found.tolist() == [i for i, b in enumerate(data) if b == ord(":")]
         kept.append(chunk)  # every chunk has its own buffer: still valid after the next is read
         got += [line_bytes(chunk.lines, i) for i in range(len(chunk.lines))]
         numbers += chunk.numbers.tolist()

@@ -23,14 +23,20 @@ WINDOW = 48  # keys up to this many bytes are read vectorized; longer ones one b
 _MIX = np.random.default_rng(0).integers(1, 2**63, size=WINDOW // 8, dtype=np.uint64) | np.uint64(1)
 
 
-def candidate_keys(lines: pa.Array | pa.ChunkedArray) -> set[str]:
-    """A superset of the top-level keys of the JSON objects in ``lines`` (a large_string array)."""
+def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None) -> set[str]:
+    """A superset of the top-level keys of the JSON objects in ``lines`` (a large_string array).
+
+    ``colons``: the positions of every ':' in the lines' data buffer, when already known.
+    """
     arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     if len(arr) == 0:
         return set()
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
-    colons = find_byte(data, COLON)
+    if colons is None:
+        colons = find_byte(data, COLON)
+    else:
+        colons = colons[(colons >= offsets[0]) & (colons < offsets[-1])] - offsets[0]
     ends = []  # closing quotes followed by a colon, directly or after one or two spaces
     for gap in (0, 1, 2):
         c = colons[colons > gap + 1]

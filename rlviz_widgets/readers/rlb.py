@@ -167,9 +167,11 @@ class RLBReader:
         return f"coalesce({expr}, '{int(self.file_step)}'::JSON)"
 
     # -- parsing -----------------------------------------------------------------------------
+    scan_byte = ord(":")  # read_chunks finds these with the newlines: keys end at colons
+
     def prepare(self, chunk: Chunk) -> None:
         """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys."""
-        chunk.keys = candidate_keys(chunk.lines)
+        chunk.keys = candidate_keys(chunk.lines, chunk.found)
 
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> tuple[pa.Table | None, list[list]]:
         problems: list[list] = []
