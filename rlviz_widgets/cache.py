@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import lines as linereader
+from .metrics import with_reductions
 from .problems import Problem
 
 CACHE_VERSION = 5  # 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part
@@ -261,6 +262,7 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
 
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:
+    table = with_reductions(table)
     tmp = folder / f".part-{part}.tmp"
     texts = [c for c in table.column_names if pa.types.is_string(table.schema.field(c).type)
              or pa.types.is_large_string(table.schema.field(c).type) or c == "tokens"]

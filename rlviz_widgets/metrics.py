@@ -102,6 +102,16 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     return out
 
 
+def with_reductions(table: pa.Table) -> pa.Table:
+    """``table`` with the per-sample reductions of its token lists, after ``response_chars`` (readers leave
+    them out: the cache adds them in its writing thread, off the parsing path)."""
+    at = table.schema.get_field_index("response_chars") + 1 or table.num_columns
+    for name, values in per_sample(table).items():
+        table = table.add_column(at, name, pa.array(values, from_pandas=True))
+        at += 1
+    return table
+
+
 def per_token_sql(prefix: str = "") -> str:
     """SELECT-list expressions for one unnested token row (columns logprob, ref_logprob)."""
     p = prefix

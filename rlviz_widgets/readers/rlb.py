@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..lines import Chunk, line_bytes
-from ..metrics import ARRAYS, per_sample
+from ..metrics import ARRAYS
 from .jsonkeys import candidate_keys
 from .tokens import spell_ids
 
@@ -309,14 +309,11 @@ class RLBReader:
             t = t.filter(pa.array(step_ok))
         if t.num_rows == 0:
             return None
-        reduced = per_sample(t)
         reward, ref = t["reward"].to_numpy(zero_copy_only=False), t["ref_reward"].to_numpy(zero_copy_only=False)
         out = {c: t[c] for c in ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward")}
         out["reward_gap"] = pa.array(reward - ref, pa.float64(), from_pandas=True)
         out["ground_truth"] = t["ground_truth"]
         out["response_chars"] = pc.utf8_length(t["response"])
-        for name, values in reduced.items():
-            out[name] = pa.array(values, from_pandas=True)
         for name in ("group_id", "advantage"):  # optional: only where the log has them
             if t[name].null_count < t.num_rows:
                 out[name] = t[name]
