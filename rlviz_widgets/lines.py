@@ -20,6 +20,8 @@ import pyarrow as pa
 
 CHUNK_BYTES = 32 * 1024 * 1024
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # a small first read: the parser starts sooner
+_BLOCK = 1 << 20  # bytes read and scanned at a time
+_SLACK = 4 << 20  # room in a new pooled buffer for the line carried over from the chunk before
 T = TypeVar("T")
 
 
@@ -47,11 +49,14 @@ class BufferPool:
         self._free: queue.SimpleQueue = queue.SimpleQueue()
 
     def get(self, size: int) -> np.ndarray:
+        """A buffer of at least ``size`` bytes (the unfinished line carried over varies: new buffers get room)."""
         try:
             buf = self._free.get_nowait()
         except queue.Empty:
-            return np.empty(size, dtype=np.uint8)
-        return buf if len(buf) >= size else np.empty(size, dtype=np.uint8)
+            buf = None
+        if buf is None or len(buf) < size:
+            buf = np.empty(size + _SLACK, dtype=np.uint8)
+        return buf
 
     def put(self, chunk: Chunk) -> None:
         """``chunk`` is done with: nothing may use its lines any more."""
@@ -109,7 +114,6 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
             line_no += len(chunk.lines)
 
 
-_BLOCK = 1 << 20
 _scratch = threading.local()
 
 
