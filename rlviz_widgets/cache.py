@@ -160,19 +160,27 @@ def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, Fil
                 lines.append(i)
         writes: list = []
         prepare = getattr(reader, "prepare", None)
-        ahead = (lambda item: item[1] is not None and prepare(item[1])) if prepare else None
         pool = linereader.BufferPool()
-        for i, chunk in linereader.prefetch(
-                _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None)), ahead):
-            cache, state = jobs[i]
-            if chunk is not None:
-                writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
-                state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
-                pool.put(chunk)  # parsed: the part holds copies of everything kept
-                on_bytes(chunk.end - chunk.start)
-            else:  # the file's complete lines are all read
-                out[i] = (state, _finish(cur, cache, state, bound[i], on_bytes, writer, writes))
+        unfinished = list(lines)  # files whose last chunk may still come, in reading order
+
+        def finish_before(i: int | None) -> None:
+            """Files are read in order: a chunk of file ``i`` (None: the end) means those before are done."""
+            while unfinished and unfinished[0] != i:
+                j = unfinished.pop(0)
+                cache, state = jobs[j]
+                out[j] = (state, _finish(cur, cache, state, bound[j], on_bytes, writer, writes))
                 on_file_done()
+
+        # no end-of-file markers between the chunks: one would let the reader get a chunk further ahead
+        chunks = _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None))
+        for i, chunk in linereader.prefetch(chunks, (lambda item: prepare(item[1])) if prepare else None):
+            finish_before(i)
+            cache, state = jobs[i]
+            writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
+            state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
+            pool.put(chunk)  # parsed: the part holds copies of everything kept
+            on_bytes(chunk.end - chunk.start)
+        finish_before(None)
         for fut in writes:
             fut.result()
     for cache, state in jobs:
@@ -182,7 +190,7 @@ def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, Fil
 
 def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool,
             also_find: int | None):
-    """(job id, chunk) for every new complete line of each file in turn, then (job id, None)."""
+    """(job id, chunk) for the new complete lines of each file in turn."""
     first = linereader.FIRST_CHUNK_BYTES
     for i, (cache, state) in zip(ids, jobs):
         start = state.consumed
@@ -197,7 +205,6 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
                                             also_find=also_find):
             yield i, chunk
             first = None
-        yield i, None
 
 
 def _update_whole(con, cache: FileCache, state: FileState, reader, on_bytes, writer) -> tuple[FileState, list]:

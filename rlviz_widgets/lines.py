@@ -61,8 +61,12 @@ class BufferPool:
     def put(self, chunk: Chunk) -> None:
         """``chunk`` is done with: nothing may use its lines any more."""
         if chunk.buffer is not None:
-            self._free.put(chunk.buffer)
+            self.release(chunk.buffer)
             chunk.buffer = None
+
+    def release(self, buf: np.ndarray) -> None:
+        """A buffer from ``get`` that holds nothing anyone uses."""
+        self._free.put(buf.base if buf.base is not None else buf)
 
 
 def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
@@ -95,11 +99,14 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                 if also_find is not None:
                     found.append(find_byte(buf[scanned:size], also_find) + scanned)
                 scanned = size
-            if size == len(carry):
-                return
-            ends = np.concatenate(newlines) if newlines else np.zeros(0, np.int64)
-            if not len(ends):
+            read = size - len(carry)
+            ends = np.concatenate(newlines) if newlines else np.zeros(0, dtype=np.int64)
+            if not len(ends):  # nothing read, or no line ended yet: the bytes live on in ``carry``
                 carry = buf[:size].tobytes()
+                if pool is not None:
+                    pool.release(buf)
+                if not read:
+                    return
                 continue
             nl = int(ends[-1])
             carry = buf[nl + 1:size].tobytes()

@@ -72,4 +72,4 @@ def test_parsed_chunk_does_not_keep_its_buffer(tmp_path):
     buf[:] = ord("x")  # the next read lands here
     assert table.to_pylist() == before
     assert [r["prompt"] for r in before] == [f"p{i}" for i in range(40)] and len(problems) == 1
-    assert pool.get(10) is buf  # and it is reused
+    assert any(pool.get(10) is buf for _ in range(2))  # and it is reused (after the one the last read gave back)
