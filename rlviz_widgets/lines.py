@@ -42,21 +42,28 @@ class Chunk:
 class BufferPool:
     """Read buffers handed back once their chunk is parsed, to be read into again.
 
-    Fresh memory costs more than the read itself: the kernel zeroes every page on first touch.
+    Fresh memory costs more than the read itself (the kernel zeroes every page on first touch), so
+    at most ``limit`` buffers are made: one being read, one waiting, one being parsed. Past that,
+    ``get`` waits for one to come back (and makes a new one after ``patience`` seconds, so a
+    consumer that stopped handing chunks back never blocks the reader for good).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 3, patience: float = 1.0) -> None:
         self._free: queue.SimpleQueue = queue.SimpleQueue()
+        self.limit, self.patience, self.made = limit, patience, 0
 
     def get(self, size: int) -> np.ndarray:
         """A buffer of at least ``size`` bytes (the unfinished line carried over varies: new buffers get room)."""
         try:
-            buf = self._free.get_nowait()
+            buf = self._free.get(timeout=self.patience) if self.made >= self.limit else self._free.get_nowait()
         except queue.Empty:
             buf = None
-        if buf is None or len(buf) < size:
-            buf = np.empty(size + _SLACK, dtype=np.uint8)
-        return buf
+        if buf is not None and len(buf) >= size:
+            return buf
+        if buf is not None:  # too small (the short first chunk's): replaced
+            self.made -= 1
+        self.made += 1
+        return np.empty(size + _SLACK, dtype=np.uint8)
 
     def put(self, chunk: Chunk) -> None:
         """``chunk`` is done with: nothing may use its lines any more."""

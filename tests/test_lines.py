@@ -73,3 +73,20 @@ def test_parsed_chunk_does_not_keep_its_buffer(tmp_path):
     assert table.to_pylist() == before
     assert [r["prompt"] for r in before] == [f"p{i}" for i in range(40)] and len(problems) == 1
     assert any(pool.get(10) is buf for _ in range(2))  # and it is reused (after the one the last read gave back)
+
+
+def test_buffer_pool_is_bounded_and_never_blocks_for_good():
+    import threading
+    import time
+
+    from rlviz_widgets.lines import BufferPool, Chunk
+
+    pool = BufferPool(limit=2, patience=0.2)
+    a, b = pool.get(100), pool.get(100)
+    assert pool.made == 2
+    chunk = Chunk(None, None, None, 0, 0, buffer=a)
+    threading.Timer(0.05, pool.put, [chunk]).start()  # handed back while the next get waits
+    assert pool.get(100) is a and pool.made == 2
+    t0 = time.perf_counter()
+    c = pool.get(100)  # nothing comes back: a new buffer after the patience
+    assert c is not a and c is not b and pool.made == 3 and time.perf_counter() - t0 >= 0.2
