@@ -51,7 +51,17 @@ def _mean(s: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
-    """The per-sample reductions of a table holding the token-list columns."""
+    """The per-sample reductions of a table holding the token-list columns (a record batch at a time:
+    joining a chunked column first would copy every token)."""
+    batches = table.to_batches()
+    if len(batches) <= 1:
+        return _per_sample(table)
+    parts = [_per_sample(pa.Table.from_batches([b])) for b in batches]
+    return {k: pa.concat_arrays([p[k] for p in parts]) if isinstance(parts[0][k], pa.Array)
+            else np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     rows = table.num_rows
     out: dict[str, np.ndarray] = {}
     lens = np.zeros(rows, dtype=np.int64)

@@ -279,7 +279,7 @@ class RLBReader:
         cols = {}
         lens = {}
         for f in ("tokens", *ARRAYS):
-            col = t[f].combine_chunks()
+            col = t[f]  # chunked as DuckDB made it: joining the chunks would copy every token
             key = self.fields()[f]
             nulls = _mask(col.is_null()) & step_ok
             if key in keys and nulls.any():
@@ -333,14 +333,27 @@ class RLBReader:
             out[f] = t[f]
         return pa.table(out)
 
-    def _clean(self, col: pa.Array, line: np.ndarray, step_ok: np.ndarray, key: str, problems: list[list]) -> pa.Array:
+    def _clean(self, col: pa.ChunkedArray, line: np.ndarray, step_ok: np.ndarray, key: str,
+               problems: list[list]) -> pa.ChunkedArray:
         """NaN / Infinity become missing values; every affected line is reported."""
-        vals = col.values.to_numpy(zero_copy_only=False)
+        out, at = [], 0
+        for chunk in col.chunks:
+            n = len(chunk)
+            out.append(self._clean_chunk(chunk, line[at:at + n], step_ok[at:at + n], key, problems))
+            at += n
+        return pa.chunked_array(out, type=col.type)
+
+    @staticmethod
+    def _clean_chunk(col: pa.Array, line: np.ndarray, step_ok: np.ndarray, key: str,
+                     problems: list[list]) -> pa.Array:
+        offsets = col.offsets.to_numpy()
+        values = col.values.slice(offsets[0], offsets[-1] - offsets[0])
+        offsets = offsets - offsets[0]
+        vals = values.to_numpy(zero_copy_only=False)
         bad = ~np.isfinite(vals)  # nulls come out as NaN too
         if not bad.any():
             return col
-        offsets = col.offsets.to_numpy()
-        nulls = _mask(col.values.is_null())
+        nulls = _mask(values.is_null())
         cb = np.concatenate([[0], np.cumsum(bad)])
         cn = np.concatenate([[0], np.cumsum(nulls)])
         nbad = cb[offsets[1:]] - cb[offsets[:-1]]
