@@ -271,3 +271,34 @@ def test_damaged_cache_is_rebuilt(synth_logs, open_run, cache_dir, spy, tmp_path
     run = open_run(folder)
     assert spy["update"] == 2 and len(spy["parsed"]) == 48
     pd.testing.assert_frame_equal(frame(run), first)
+
+
+def test_a_failure_mid_read_stops_cleanly_and_the_next_open_recovers(synth_logs, cache_dir, monkeypatch, tmp_path):
+    """An error while parsing (here: the second chunk) reaches the caller at once; the reading thread stops,
+    no file state claims parts that were never written, and the next open reads everything again."""
+    import threading
+    import time
+
+    from rlviz_widgets import lines
+
+    folder, files = synth_logs(ranks=2)
+    monkeypatch.setattr(lines, "CHUNK_BYTES", 4096)  # several chunks per file
+    monkeypatch.setattr(lines, "FIRST_CHUNK_BYTES", 4096)
+    real_parse, calls = RLBReader.parse, []
+
+    def failing(self, con, chunk):
+        calls.append(chunk.start)
+        if len(calls) == 2:
+            raise RuntimeError("disk on fire")
+        return real_parse(self, con, chunk)
+
+    monkeypatch.setattr(RLBReader, "parse", failing)
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
+    assert time.perf_counter() - t0 < 5
+    assert not [t for t in threading.enumerate() if t.name == "rlviz-read"]  # the reader is gone
+    assert not list(cache_dir.rglob("state.json"))  # nothing half-done is taken for a cache
+    monkeypatch.setattr(RLBReader, "parse", real_parse)
+    run = rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
+    assert_same_as_fresh(run, folder, tmp_path)
