@@ -302,3 +302,37 @@ def test_a_failure_mid_read_stops_cleanly_and_the_next_open_recovers(synth_logs,
     monkeypatch.setattr(RLBReader, "parse", real_parse)
     run = rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
     assert_same_as_fresh(run, folder, tmp_path)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1500, 6000, 1 << 20])
+def test_many_chunks_with_bad_lines_and_a_new_key_midway(tmp_path, monkeypatch, chunk_bytes):
+    """A file read in many chunks: a malformed line, bytes that are not UTF-8, a blank line and a key first
+    seen in a later chunk; every record and every problem lands where it belongs, whatever the chunk size."""
+    from rlviz_widgets import lines
+
+    monkeypatch.setattr(lines, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(lines, "FIRST_CHUNK_BYTES", chunk_bytes)
+    recs = records(0, 30) + records(1, 30, seed=4)
+    out = []
+    for n, r in enumerate(recs, start=1):
+        if n >= 40:
+            r = {**r, "judge": n / 100}  # a custom field that only later records have
+        out.append(json.dumps(r).encode())
+    out[9] = b'{"step": 0, "prompt": "cut'  # line 10: not JSON
+    out[24] = out[24].replace(b'"prompt": "', b'"prompt": "\xff\xfe ', 1)  # line 25: not UTF-8
+    out[49] = b""  # line 50: blank
+    path = tmp_path / "logs" / "rollout_rank0.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join(out) + b"\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogWarning)
+        run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    kinds = {(int(p.line), p.kind) for p in run.problems.itertuples()}
+    assert kinds == {(10, "malformed_json"), (25, "non_utf8"), (50, "empty_line")}
+    s = run.samples.sort_values("line")
+    assert s["line"].tolist() == [n for n in range(1, 61) if n not in (10, 50)]
+    assert s.loc[s["line"] == 25, "prompt"].iloc[0].startswith("\ufffd")
+    judged = s.dropna(subset=["judge"])
+    assert judged["line"].tolist() == [n for n in range(40, 61) if n != 50]
+    assert judged["judge"].tolist() == pytest.approx([n / 100 for n in judged["line"]])
+    assert s["kl_mean"].notna().all() and (s["n_tokens"] == 8).all()
