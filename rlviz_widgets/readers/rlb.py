@@ -32,7 +32,6 @@ RESERVED = KNOWN | {"group_id", "advantage",
                     "sample_id", "file", "line", "n_tokens", "response_chars", "reward_gap", "file_no", "tokens",
                     "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean", "value_mean",
                     "token_reward_sum"}
-NUMERIC = "('DOUBLE', 'BIGINT', 'UBIGINT')"
 _SAFE = re.compile(r"[^0-9A-Za-z_]+")
 _BRACE = ord("{")
 
@@ -60,8 +59,12 @@ def json_number(v: str) -> str:
 
 def json_text(v: str) -> str:
     """A JSON value as text (strings unquoted, NULL for null)."""
-    x = f"({v})::VARCHAR"
-    return f"CASE WHEN starts_with({x}, '\"') THEN ({v})->>'$' WHEN {x} <> 'null' THEN {x} END"
+    return _text_of(f"({v})::VARCHAR")
+
+
+def _text_of(x: str) -> str:
+    """``json_text`` of a value already given as its JSON text."""
+    return f"CASE WHEN starts_with({x}, '\"') THEN {x}::JSON->>'$' WHEN {x} <> 'null' THEN {x} END"
 
 
 ALIASES = {"response_tokens": "tokens", "token": "tokens", "group": "group_id", "uid": "group_id"}
@@ -236,8 +239,7 @@ class RLBReader:
                    CASE WHEN NOT ({sd} = round({sd}) AND isfinite({sd})) OR {sd} IS NULL THEN {sx} END AS _v_step,
                    {ex['prompt']} AS prompt, {ex['response']} AS response, {number('reward')},
                    {ex['ref_response']} AS ref_response, {number('ref_reward')},
-                   CASE WHEN starts_with(_x_gt, '"') THEN _x_gt::JSON->>'$' WHEN _x_gt <> 'null' THEN _x_gt
-                        END AS ground_truth,
+                   {_text_of("_x_gt")} AS ground_truth,
                    {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
                    {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
             FROM (SELECT line, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
