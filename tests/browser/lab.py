@@ -117,9 +117,20 @@ def is_local(url: str) -> bool:
 
 
 def drag(page, unit: int, x0: float, x1: float, chart: str = ".rlv-chart") -> None:
-    """A mouse brush from data value x0 to x1 across the middle of concat unit ``unit`` of the chart."""
-    a = page.evaluate(UNIT_POINT, [unit, x0, 0.5, chart])
-    b = page.evaluate(UNIT_POINT, [unit, x1, 0.5, chart])
+    """A mouse brush from data value x0 to x1 across the middle of concat unit ``unit`` of the chart.
+
+    The pixels are taken once the chart holds still: a brush elsewhere just before may still be bringing
+    new data (and a new scale) to this unit.
+    """
+    a = b = None
+    still = 0
+    for _ in range(50):  # the same pixels over 0.4 s
+        now = page.evaluate(UNIT_POINT, [unit, x0, 0.5, chart]), page.evaluate(UNIT_POINT, [unit, x1, 0.5, chart])
+        still = still + 1 if now == (a, b) else 0
+        a, b = now
+        if still == 2:
+            break
+        page.wait_for_timeout(200)
     page.mouse.move(a["x"], a["y"])
     page.mouse.down()
     for k in range(1, 6):
