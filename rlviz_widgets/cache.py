@@ -273,7 +273,10 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
     tmp = folder / f".part-{part}.tmp"
     texts = [c for c in table.column_names if pa.types.is_string(table.schema.field(c).type)
              or pa.types.is_large_string(table.schema.field(c).type) or c == "tokens"]
-    # no dictionaries for float lists (all distinct: pure cost); stats on line/step for pruning
-    pq.write_table(table, tmp, compression="snappy", use_dictionary=texts, write_statistics=["line", "step"],
+    # no dictionaries for float lists (all distinct: pure cost); token lists uncompressed (snappy costs
+    # a third of their writing and gains little: tokens are dictionary codes, logprobs near-random
+    # floats); stats on line/step for pruning
+    compression = {c: "none" if c in TOKEN_COLUMNS else "snappy" for c in table.column_names}
+    pq.write_table(table, tmp, compression=compression, use_dictionary=texts, write_statistics=["line", "step"],
                    row_group_size=256)  # small groups: a page of scattered rows reads little text
     os.replace(tmp, folder / f"part-{part}.parquet")
