@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -137,52 +137,53 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
     return state, st.st_size
 
 
-def update_files(con: duckdb.DuckDBPyConnection, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
+def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
                  on_file_done=lambda: None) -> list[tuple[FileState, list[Problem]]]:
     """Read what is new in each file into new parts; per file, the new state and a pending problem, if any.
 
     JSON-lines files go through one pipeline: the next chunk (of this file or the next one) is read
     while this one is parsed, and Parquet is written in the background, so no core waits at file ends.
+    ``con`` may be a Future of the connection: the first chunks are read while it is being made.
     """
-    # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on which
-    # DuckDB refuses register()
     if not jobs:
         return []
     bound = [reader.for_file(c.path) if hasattr(reader, "for_file") else reader for c, _ in jobs]
     out: list[tuple[FileState, list[Problem]] | None] = [None] * len(jobs)
-    with con.cursor() as cur, ThreadPoolExecutor(1) as writer:
-        lines = []
-        for i, ((cache, state), r) in enumerate(zip(jobs, bound)):
-            if getattr(r, "whole_file", False):
-                out[i] = _update_whole(cur, cache, state, r, on_bytes, writer)
-                on_file_done()
-            else:
-                lines.append(i)
-        writes: list = []
-        prepare = getattr(reader, "prepare", None)
-        pool = linereader.BufferPool()
-        unfinished = list(lines)  # files whose last chunk may still come, in reading order
+    lines = [i for i, r in enumerate(bound) if not getattr(r, "whole_file", False)]
+    prepare = getattr(reader, "prepare", None)
+    pool = linereader.BufferPool()
+    # no end-of-file markers between the chunks: one would let the reader get a chunk further ahead
+    chunks = _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None))
+    with linereader.Prefetch(chunks, (lambda item: prepare(item[1])) if prepare else None) as reading:
+        db = con.result() if isinstance(con, Future) else con
+        # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on
+        # which DuckDB refuses register()
+        with db.cursor() as cur, ThreadPoolExecutor(1) as writer:
+            for i, ((cache, state), r) in enumerate(zip(jobs, bound)):
+                if getattr(r, "whole_file", False):
+                    out[i] = _update_whole(cur, cache, state, r, on_bytes, writer)
+                    on_file_done()
+            writes: list = []
+            unfinished = list(lines)  # files whose last chunk may still come, in reading order
 
-        def finish_before(i: int | None) -> None:
-            """Files are read in order: a chunk of file ``i`` (None: the end) means those before are done."""
-            while unfinished and unfinished[0] != i:
-                j = unfinished.pop(0)
-                cache, state = jobs[j]
-                out[j] = (state, _finish(cur, cache, state, bound[j], on_bytes, writer, writes))
-                on_file_done()
+            def finish_before(i: int | None) -> None:
+                """Files are read in order: a chunk of file ``i`` (None: the end) means those before are done."""
+                while unfinished and unfinished[0] != i:
+                    j = unfinished.pop(0)
+                    cache, state = jobs[j]
+                    out[j] = (state, _finish(cur, cache, state, bound[j], on_bytes, writer, writes))
+                    on_file_done()
 
-        # no end-of-file markers between the chunks: one would let the reader get a chunk further ahead
-        chunks = _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None))
-        for i, chunk in linereader.prefetch(chunks, (lambda item: prepare(item[1])) if prepare else None):
-            finish_before(i)
-            cache, state = jobs[i]
-            writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
-            state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
-            pool.put(chunk)  # parsed: the part holds copies of everything kept
-            on_bytes(chunk.end - chunk.start)
-        finish_before(None)
-        for fut in writes:
-            fut.result()
+            for i, chunk in reading:
+                finish_before(i)
+                cache, state = jobs[i]
+                writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
+                state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
+                pool.put(chunk)  # parsed: the part holds copies of everything kept
+                on_bytes(chunk.end - chunk.start)
+            finish_before(None)
+            for fut in writes:
+                fut.result()
     for cache, state in jobs:
         cache.save(state)  # only now: every part it names is written
     return out

@@ -186,49 +186,64 @@ def line_bytes(arr: pa.LargeStringArray, i: int) -> bytes:
     return bytes(memoryview(arr.buffers()[2])[a:b])
 
 
-def prefetch(items: Iterator[T], prepare: Callable[[T], object] | None = None) -> Iterator[T]:
+class Prefetch(Iterator[T]):
     """``items`` (chunks, or what holds them), read and ``prepare``d one ahead in a thread, so reading
-    overlaps parsing.
+    overlaps parsing. The thread starts at once: the caller may set up its parser meanwhile.
 
     The reads and the numpy passes over the bytes release the GIL; on a machine with few cores
-    this keeps the second one busy while the parser of the chunk before works.
+    this keeps the second one busy while the parser of the chunk before works. ``close()`` (or
+    leaving the ``with`` block) stops the thread, whether or not everything was taken.
     """
-    q: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
 
-    def put(item) -> bool:
-        while not stop.is_set():
+    def __init__(self, items: Iterator[T], prepare: Callable[[T], object] | None = None) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._work, args=(items, prepare), name="rlviz-read", daemon=True)
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
             try:
-                q.put(item, timeout=0.05)
+                self._q.put(item, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def work() -> None:
+    def _work(self, items: Iterator[T], prepare) -> None:
         try:
             for item in items:
                 if prepare is not None:
                     prepare(item)
-                if not put(item):
+                if not self._put(item):
                     return
-            put(_DONE)
+            self._put(_DONE)
         except BaseException as e:  # handed to the consumer, raised there
-            put(e)
+            self._put(e)
 
-    thread = threading.Thread(target=work, name="rlviz-read", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = q.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        item = self._q.get()
+        if item is _DONE:
+            self._done = True
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+        self._thread.join()
+
+    def __enter__(self) -> Prefetch[T]:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 _DONE = object()

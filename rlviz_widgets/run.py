@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from collections.abc import Iterable
+from concurrent.futures import Future
 from pathlib import Path
 
 import duckdb
@@ -55,6 +57,28 @@ def _lit(s: str) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
 
+def _connect() -> duckdb.DuckDBPyConnection:
+    db = duckdb.connect()  # private, in memory: views and the numeric table live here
+    # Parquet footers parsed once, not on every page request (cache parts never change in place)
+    db.execute("SET GLOBAL parquet_metadata_cache = true")
+    return db
+
+
+def _connect_in_background() -> Future:
+    """A new database, made in a thread: building DuckDB's catalog takes a few tens of ms, which the
+    first open spends reading its first chunks instead."""
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(_connect())
+        except BaseException as e:  # raised where the connection is first needed
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="rlviz-connect", daemon=True).start()
+    return future
+
+
 def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
              pad_token: str | None = "<PAD>",
              system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
@@ -86,6 +110,7 @@ class Run:
                  pad_token: str | None = "<PAD>",
                  system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
                  steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
+        self._db_future = _connect_in_background()
         if format == "auto":
             format = detect(source, columns)
         if format not in READERS:
@@ -101,9 +126,6 @@ class Run:
         self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
         self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
         self._progress = progress
-        self._db = duckdb.connect()  # private, in memory: views and the numeric table live here
-        # Parquet footers parsed once, not on every page request (cache parts never change in place)
-        self._db.execute("SET GLOBAL parquet_metadata_cache = true")
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
         self._caches: dict[str, cachemod.FileCache] = {}
@@ -111,6 +133,11 @@ class Run:
         self._steps_cache: pd.DataFrame | None = None
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
         self.refresh(_first=True)
+
+    @property
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        """The run's database (waits for it the first time)."""
+        return self._db_future.result()
 
     # -- reading ---------------------------------------------------------------------------
     def refresh(self, _first: bool = False) -> bool:
@@ -130,7 +157,7 @@ class Run:
         try:
             todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
             befores = [len(state.problems) for _, state in todo_jobs]
-            results = cachemod.update_files(self._db, todo_jobs, self._reader, bar.bytes, bar.file_done)
+            results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes, bar.file_done)
             updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
         finally:
             bar.close()

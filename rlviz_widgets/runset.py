@@ -7,11 +7,10 @@ cache registry, so sample_ids never collide between runs sharing a cache dir.
 
 from __future__ import annotations
 
-import duckdb
 import pandas as pd
 
 from .problems import Problem
-from .run import Run, _lit, open_run
+from .run import Run, _connect_in_background, _lit, open_run
 
 
 class RunSet(Run):
@@ -28,8 +27,7 @@ class RunSet(Run):
         self.pad_token = self.system_prompt_end = None
         first = next(iter(self.runs.values()))
         self.cache_root = first.cache_root
-        self._db = duckdb.connect()
-        self._db.execute("SET GLOBAL parquet_metadata_cache = true")
+        self._db_future = _connect_in_background()
         self._pending: list[Problem] = []
         self._steps_cache = None
         self.generation = 0

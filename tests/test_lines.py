@@ -90,3 +90,41 @@ def test_buffer_pool_is_bounded_and_never_blocks_for_good():
     t0 = time.perf_counter()
     c = pool.get(100)  # nothing comes back: a new buffer after the patience
     assert c is not a and c is not b and pool.made == 3 and time.perf_counter() - t0 >= 0.2
+
+
+def test_prefetch_reads_ahead_at_once_and_stops_when_closed():
+    """Reading starts before the first item is asked for; closing stops the thread, taken or not."""
+    import threading
+
+    from rlviz_widgets.lines import Prefetch
+
+    prepared = []
+    first = threading.Event()
+
+    def prepare(item):
+        prepared.append(item)
+        first.set()
+
+    with Prefetch(iter(range(100)), prepare) as reading:
+        assert first.wait(5)  # prepared in the thread, nothing taken yet
+        thread = reading._thread
+    assert not thread.is_alive()  # left the block without taking anything: the thread is gone
+    assert prepared[0] == 0 and len(prepared) < 100  # and it did not run ahead of the bounded queue
+
+    assert list(Prefetch(iter(range(5)), None)) == [0, 1, 2, 3, 4]
+
+
+def test_prefetch_hands_a_failure_to_the_consumer():
+    from rlviz_widgets.lines import Prefetch
+
+    def items():
+        yield 1
+        raise OSError("disk gone")
+
+    reading = Prefetch(items())
+    assert next(reading) == 1
+    with pytest.raises(OSError, match="disk gone"):
+        next(reading)
+    with pytest.raises(StopIteration):  # and it stays ended
+        next(reading)
+    reading.close()
