@@ -34,3 +34,23 @@ def test_empty_and_sliced():
     assert candidate_keys(pa.array([], pa.large_string())) == set()
     a = arr({"first": 1}, {"second": 2})
     assert "second" in candidate_keys(a.slice(1)) and "first" not in candidate_keys(a.slice(1))
+
+
+def test_fuzz_every_real_key_is_found():
+    """Random keys full of quotes, backslashes, colons, spaces and non-ASCII, in every spacing."""
+    import random
+
+    rnd = random.Random(7)
+    alphabet = ["a", "é", '"', "\\", ":", " ", "{", "}", "x", "\n", "\t", "ü", "\u0000", ": ", '":']
+
+    def text(n: int) -> str:
+        return "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, n)))
+
+    for _ in range(600):
+        objs = [{text(rnd.choice([5, 5, 30, 90])): rnd.choice([1, text(20), [text(5)], {text(3): text(3)}])
+                 for _ in range(rnd.randint(1, 5))} for _ in range(rnd.randint(1, 5))]
+        seps = rnd.choice([(",", ":"), (", ", ": "), (",", " : "), (",", "  :")])
+        lines = [json.dumps(o, ensure_ascii=rnd.random() < 0.5, separators=seps) + "\n" for o in objs]
+        want = {k for o in objs for k in o}
+        got = candidate_keys(pa.array(lines, pa.large_string()))
+        assert want <= got, (lines, want - got)
