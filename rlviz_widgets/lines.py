@@ -136,18 +136,27 @@ def find_byte(data: np.ndarray, value: int) -> np.ndarray:
 
     One comparison over the whole buffer would allocate a mask as big as the chunk, fresh
     memory the kernel must map page by page on every call: a reused 1 MB mask is ~2x faster.
+    The bytes looked for are sparse, so the mask is first read 8 bytes at a time (a word per
+    8 flags: nonzero over bytes walks every byte, the costliest step), then only the hit words.
     """
     mask = getattr(_scratch, "mask", None)
     if mask is None:
         mask = _scratch.mask = np.empty(_BLOCK, dtype=bool)
+        _scratch.words = np.empty(_BLOCK // 8, dtype=bool)
     found = []
     for off in range(0, len(data), _BLOCK):
         part = data[off:off + _BLOCK]
         m = mask[:len(part)]
         np.equal(part, value, out=m)
-        idx = np.flatnonzero(m)
-        if len(idx):
-            found.append(idx + off)
+        n8 = len(part) // 8 * 8
+        hits = _scratch.words[:n8 // 8]
+        np.not_equal(m[:n8].view(np.uint64), 0, out=hits)
+        words = np.flatnonzero(hits)
+        if len(words):
+            row, col = np.nonzero(m[:n8].reshape(-1, 8)[words])
+            found.append(words[row] * 8 + col + off)
+        if n8 < len(part):
+            found.append(np.flatnonzero(m[n8:]) + n8 + off)
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 

@@ -128,3 +128,22 @@ def test_prefetch_hands_a_failure_to_the_consumer():
     with pytest.raises(StopIteration):  # and it stays ended
         next(reading)
     reading.close()
+
+
+def test_find_byte_matches_a_plain_scan():
+    """Every position, in order, at block ends and in a last partial word, sparse or dense."""
+    import numpy as np
+
+    from rlviz_widgets.lines import _BLOCK, find_byte
+
+    rng = np.random.default_rng(3)
+    for size in (0, 1, 7, 8, 9, 63, _BLOCK - 1, _BLOCK, _BLOCK + 5, 2 * _BLOCK + 13):
+        for density in (0.0005, 0.3):
+            data = np.where(rng.random(size) < density, 58, rng.integers(0, 256, size)).astype(np.uint8)
+            data[data == 58] = 58  # the random fill may hold some too: all must be found
+            for edge in (0, size - 1, _BLOCK - 1, _BLOCK, _BLOCK + 7):
+                if 0 <= edge < size:
+                    data[edge] = 58
+            want = np.flatnonzero(data == 58)
+            got = find_byte(data, 58)
+            assert got.tolist() == want.tolist() and got.dtype.kind == "i"
