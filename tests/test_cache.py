@@ -336,3 +336,22 @@ def test_many_chunks_with_bad_lines_and_a_new_key_midway(tmp_path, monkeypatch, 
     assert judged["line"].tolist() == [n for n in range(40, 61) if n != 50]
     assert judged["judge"].tolist() == pytest.approx([n / 100 for n in judged["line"]])
     assert s["kl_mean"].notna().all() and (s["n_tokens"] == 8).all()
+
+
+def test_parts_encode_tokens_as_a_dictionary_and_floats_plain(tmp_path, open_run, cache_dir):
+    """Per-column Parquet settings must name the leaf columns (a list's values are "<name>.list.element"):
+    token strings come from a small vocabulary (dictionary: ~10x smaller), floats are all distinct."""
+    import pyarrow.parquet as pq
+
+    write_log(tmp_path / "logs", steps=2, samples_per_step=8, tokens=40, ranks=1)
+    run = open_run(tmp_path / "logs")
+    assert run.n_samples == 16
+    (path,) = [p for p in cache_dir.rglob("part-*.parquet")]
+    rg = pq.ParquetFile(path).metadata.row_group(0)
+    cols = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
+    assert "RLE_DICTIONARY" in cols["tokens.list.element"].encodings
+    assert "RLE_DICTIONARY" in cols["response"].encodings
+    for name in ("logprobs", "ref_logprobs", "values", "token_rewards"):
+        col = cols[f"{name}.list.element"]
+        assert "RLE_DICTIONARY" not in col.encodings and col.compression == "UNCOMPRESSED"
+    assert run.tokens(run.samples["sample_id"].iloc[0])["token"].notna().all()  # and they read back
