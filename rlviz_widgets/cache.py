@@ -34,6 +34,7 @@ BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", 
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
                 "logprob_mean", "value_mean", "token_reward_sum")
 HEAD_BYTES = 4096
+MAX_PENDING_WRITES = 2  # parsed parts waiting for the Parquet writer, at most
 
 
 def default_cache_root() -> Path:
@@ -178,6 +179,8 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                 finish_before(i)
                 cache, state = jobs[i]
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
+                if len(writes) > MAX_PENDING_WRITES:  # a disk slower than the parser: parsed tables wait here,
+                    writes[-MAX_PENDING_WRITES - 1].result()  # not in memory
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
                 pool.put(chunk)  # parsed: the part holds copies of everything kept
                 on_bytes(chunk.end - chunk.start)

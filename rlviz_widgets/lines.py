@@ -77,7 +77,7 @@ class BufferPool:
 
 
 def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
-                chunk_bytes: int = CHUNK_BYTES, first_chunk_bytes: int | None = None,
+                chunk_bytes: int | None = None, first_chunk_bytes: int | None = None,
                 pool: BufferPool | None = None, also_find: int | None = None) -> Iterator[Chunk]:
     """Yield chunks of complete lines from byte ``start`` on; stops at the last newline.
 
@@ -90,6 +90,7 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         pos, line_no, carry = start, first_line, b""
+        chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time (tests make chunks small)
         want = first_chunk_bytes or chunk_bytes
         while True:
             cap = len(carry) + want  # a line longer than a chunk fits too

@@ -355,3 +355,38 @@ def test_parts_encode_tokens_as_a_dictionary_and_floats_plain(tmp_path, open_run
         col = cols[f"{name}.list.element"]
         assert "RLE_DICTIONARY" not in col.encodings and col.compression == "UNCOMPRESSED"
     assert run.tokens(run.samples["sample_id"].iloc[0])["token"].notna().all()  # and they read back
+
+
+def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch):
+    """A disk slower than the parser: at most MAX_PENDING_WRITES parsed parts wait in memory for the writer."""
+    import threading
+    import time
+
+    from rlviz_widgets import lines
+
+    folder, _ = synth_logs(ranks=2)
+    monkeypatch.setattr(lines, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(lines, "FIRST_CHUNK_BYTES", 4096)
+    real_write, real_ingest = cachemod._write, cachemod._ingest
+    count = {"parsed": 0, "written": 0, "most_waiting": 0}
+    lock = threading.Lock()
+
+    def slow_write(*a, **k):
+        time.sleep(0.02)
+        real_write(*a, **k)
+        with lock:
+            count["written"] += 1
+
+    def ingest(*a, **k):
+        fut = real_ingest(*a, **k)
+        with lock:
+            count["parsed"] += 1
+            count["most_waiting"] = max(count["most_waiting"], count["parsed"] - count["written"])
+        return fut
+
+    monkeypatch.setattr(cachemod, "_write", slow_write)
+    monkeypatch.setattr(cachemod, "_ingest", ingest)
+    run = rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
+    assert count["parsed"] >= 10 and count["written"] == count["parsed"]  # many parts, all written
+    assert count["most_waiting"] <= cachemod.MAX_PENDING_WRITES + 1 == 3  # + the one just handed over
+    assert run.n_samples == len(run.samples)
