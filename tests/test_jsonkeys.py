@@ -54,3 +54,21 @@ def test_fuzz_every_real_key_is_found():
         want = {k for o in objs for k in o}
         got = candidate_keys(pa.array(lines, pa.large_string()))
         assert want <= got, (lines, want - got)
+
+
+def test_keys_sharing_their_last_bytes_are_each_found():
+    """Keys are grouped by their last 8 bytes: every distinct key of a group must still come out,
+    also past the reads per group, with escapes before the shared tail, and longer than a short look back
+    (keys are looked for up to 64 KB back from their closing quote)."""
+    import random
+
+    rnd = random.Random(11)
+    tails = ["logprobs", "_reward", "x"]
+    heads = ["", "ref_", "a\\\\", 'q"', "é", "\\\\\\\\", "x" * 300, "y" * 60000] + [f"m{i}_" for i in range(20)]
+    keys = [h + t for h in heads for t in tails]
+    for _ in range(40):
+        objs = [{k: rnd.random() for k in rnd.sample(keys, rnd.randint(1, 12))} for _ in range(rnd.randint(1, 8))]
+        lines = [json.dumps(o, separators=rnd.choice([(",", ":"), (", ", ": ")])) + "\n" for o in objs]
+        want = {k for o in objs for k in o}
+        got = candidate_keys(pa.array(lines, pa.large_string()))
+        assert want <= got, want - got

@@ -4,8 +4,10 @@ A key is a string followed by a colon (after at most two spaces). So the search 
 colons, which are rare in rollout logs (unlike quotes: every token string has two), keeps those
 right after an unescaped quote, and walks back to the opening quote. That finds every real key
 (none is missed) plus, rarely, a string value holding '": ' (a harmless extra candidate, whose
-column simply comes out empty). It costs two vectorized passes over the bytes instead of a
-second full parse of every float.
+column simply comes out empty). The same few keys repeat on every line, so candidates are grouped
+by the 8 bytes before their closing quote; one key per group is read in Python and checked against
+every member at once (a member whose bytes differ is read next). No second parse of every float.
+Keys are looked for up to 64 KB back from their closing quote.
 """
 
 from __future__ import annotations
@@ -14,13 +16,11 @@ import json
 
 import numpy as np
 import pyarrow as pa
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..lines import find_byte
 
 QUOTE, COLON, SPACE, BACKSLASH = 34, 58, 32, 92
-WINDOW = 48  # keys up to this many bytes are read vectorized; longer ones one by one
-_MIX = np.random.default_rng(0).integers(1, 2**63, size=WINDOW // 8, dtype=np.uint64) | np.uint64(1)
+MAX_READS = 8  # keys read per group before the rest of it is read one by one
 
 
 def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None) -> set[str]:
@@ -53,30 +53,7 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
         double = escaped & (data[np.maximum(end - 2, 0)] == BACKSLASH)
         slow += end[double].tolist()
         end = end[~escaped]
-    near = end <= WINDOW  # too close to the start for a whole window: one by one
-    slow += end[near].tolist()
-    end = end[~near]
-    # the WINDOW bytes before each closing quote, through a strided view (no index arrays)
-    rows = np.ascontiguousarray(sliding_window_view(data, WINDOW)[end - WINDOW]) if len(end) else \
-        np.zeros((0, WINDOW), np.uint8)
-    # walk back to the nearest quote; the byte before it (inside the window) says whether it is escaped
-    isq = rows[:, ::-1] == QUOTE
-    first = isq.argmax(axis=1)
-    opening = WINDOW - 1 - first
-    at = np.arange(len(rows))
-    plain = isq[at, first] & (opening >= 1)
-    plain[plain] &= rows[at[plain], opening[plain] - 1] != BACKSLASH
-    slow += end[~plain].tolist()
-    rows, opening = rows[plain], opening[plain]
-    rows[np.arange(WINDOW)[None, :] <= opening[:, None]] = 0  # the key's bytes only (JSON text has no NULs)
-    # then the many repeats of the same few keys collapse: grouped by a hash of the row (a sort of
-    # 8-byte numbers, not of 48-byte strings), every row checked against its group's first one
-    words = rows.view(np.uint64)
-    h = (words * _MIX[None, :]).sum(axis=1, dtype=np.uint64)
-    _, first_of, group = np.unique(h, return_index=True, return_inverse=True)
-    same = (rows == rows[first_of[group]]).all(axis=1)
-    raw = {bytes(r).lstrip(b"\0") for r in rows[first_of]} | {bytes(r).lstrip(b"\0") for r in rows[~same]}
-    raw |= {_key_before(data, e) for e in slow}
+    raw = {_key_before(data, e) for e in slow} | _grouped_keys(data, end)
     keys = set()
     for b in raw:
         if b is None:
@@ -91,23 +68,76 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
     return keys
 
 
+def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
+    """The raw keys closed by the quotes at ``end`` (none escaped), read once per distinct key."""
+    out: set[bytes | None] = set()
+    near = end < 8
+    out |= {_key_before(data, e) for e in end[near].tolist()}
+    end = end[~near]
+    if not len(end):
+        return out
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))  # 8 bytes at every offset
+    sig = words[end - 8]
+    order = np.argsort(sig, kind="stable")
+    end, sig = end[order], sig[order]
+    starts = np.flatnonzero(np.r_[True, sig[1:] != sig[:-1]])
+    for members in np.split(end, starts[1:]):
+        for _ in range(MAX_READS):
+            key = _key_before(data, int(members[0]))
+            out.add(key)
+            if key is None:
+                members = members[1:]
+            else:  # members ending in the same quote + key, that quote not escaped, have this key
+                n = len(key) + 1
+                ok = members >= n
+                at = members[ok]
+                same = (data[at[:, None] + np.arange(-n, 0)] == np.frombuffer(b'"' + key, np.uint8)).all(axis=1)
+                same &= (at == n) | (data[np.maximum(at - n - 1, 0)] != BACKSLASH)
+                ok[ok] = same
+                members = members[~ok]
+            if not len(members):
+                break
+        else:  # many keys with the same last 8 bytes: the rest one by one
+            out |= {_key_before(data, e) for e in members.tolist()}
+    return out
+
+
 def _key_before(data: np.ndarray, end: int) -> bytes | None:
     """The raw bytes of the string closed by the quote at ``end`` (None when that quote is escaped)."""
-    text = bytes(data[max(end - 65536, 0):end])
+    for span in (256, 65536):  # keys are short: a short look back first
+        start = max(end - span, 0)
+        found = _scan_back(bytes(data[start:end]), whole=start == 0 or span == 65536)
+        if found is not _UNSURE:
+            return found
+    return None  # pragma: no cover (the last span is always taken as whole)
+
+
+_UNSURE = object()
+
+
+def _scan_back(text: bytes, whole: bool):
+    """The string closed by a quote just after ``text``; _UNSURE when that depends on bytes before ``text``
+    (``whole``: there are none, or they are not looked at)."""
     i = len(text)
-    if _escaped(text, i):
-        return None
+    n = _backslashes_before(text, i)
+    if n == i and not whole:
+        return _UNSURE
+    if n % 2:
+        return None  # an escaped quote closes nothing
     while True:
         i = text.rfind(b'"', 0, i)
         if i < 0:
-            return None
-        if not _escaped(text, i):
+            return None if whole else _UNSURE
+        n = _backslashes_before(text, i)
+        if n == i and not whole:
+            return _UNSURE
+        if n % 2 == 0:
             return text[i + 1:]
 
 
-def _escaped(text: bytes, i: int) -> bool:
-    """Whether the byte at ``i`` follows an odd run of backslashes."""
+def _backslashes_before(text: bytes, i: int) -> int:
+    """The length of the run of backslashes just before index ``i``."""
     n = 0
     while i - n - 1 >= 0 and text[i - n - 1] == BACKSLASH:
         n += 1
-    return n % 2 == 1
+    return n
