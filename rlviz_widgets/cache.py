@@ -273,7 +273,7 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
 
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:
-    table = with_reductions(table)
+    table = _declare_non_null(with_reductions(table))
     tmp = folder / f".part-{part}.tmp"
     # per-column settings name Parquet leaf columns: a list's values are "<name>.list.element"
     leaf = {c: f"{c}.list.element" if pa.types.is_list(table.schema.field(c).type) else c
@@ -287,3 +287,17 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
     pq.write_table(table, tmp, compression=compression, use_dictionary=texts, write_statistics=["line", "step"],
                    row_group_size=256)  # small groups: a page of scattered rows reads little text
     os.replace(tmp, folder / f"part-{part}.parquet")
+
+
+def _declare_non_null(table: pa.Table) -> pa.Table:
+    """Token lists holding no null, typed so: Parquet then writes them without definition levels (~20% of
+    their writing). Parts differ in this only; DuckDB reads them as one type."""
+    for i, f in enumerate(table.schema):
+        if f.name not in TOKEN_COLUMNS or not pa.types.is_list(f.type):
+            continue
+        col = table.column(i)
+        if col.null_count or any(c.flatten().null_count for c in col.chunks):
+            continue
+        typ = pa.list_(pa.field("element", f.type.value_type, nullable=False))
+        table = table.set_column(i, pa.field(f.name, typ, nullable=False), col.cast(typ))
+    return table

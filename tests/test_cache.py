@@ -390,3 +390,37 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
     assert count["parsed"] >= 10 and count["written"] == count["parsed"]  # many parts, all written
     assert count["most_waiting"] <= cachemod.MAX_PENDING_WRITES + 1 == 3  # + the one just handed over
     assert run.n_samples == len(run.samples)
+
+
+def test_parts_with_and_without_missing_token_values_read_as_one(tmp_path, monkeypatch):
+    """A part whose token lists hold no missing value declares them non-null (cheaper to write); one with a
+    NaN (left empty) or a record without arrays does not. Read together, every token comes back in place."""
+    import pyarrow.parquet as pq
+
+    from rlviz_widgets import lines
+
+    monkeypatch.setattr(lines, "CHUNK_BYTES", 1500)
+    monkeypatch.setattr(lines, "FIRST_CHUNK_BYTES", 1500)
+    recs = records(0, 12) + records(1, 12, seed=5)
+    recs[2] = {**recs[2], "logprobs": [float("nan")] + recs[2]["logprobs"][1:]}  # json.dumps writes NaN
+    recs[20] = {k: v for k, v in recs[20].items() if k not in ("logprobs", "ref_logprobs")}
+    path = tmp_path / "logs" / "rollout_rank0.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogWarning)
+        run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    nullable = {pq.ParquetFile(p).schema_arrow.field("logprobs").type.value_field.nullable
+                for p in (tmp_path / "cache").rglob("part-*.parquet")}
+    assert nullable == {True, False}  # both kinds of part are there
+    s = run.samples.sort_values("line").reset_index(drop=True)
+    toks = run.tokens(s["sample_id"].tolist())
+    assert len(toks) == int(s["n_tokens"].sum())
+    for i in (0, 2, 20, 23):
+        got = toks[toks["sample_id"] == s["sample_id"][i]].sort_values("position")
+        want = recs[i].get("logprobs")
+        if want is None:
+            assert got["logprob"].isna().all() and got["token"].tolist() == recs[i]["response_tokens"]
+        else:
+            assert got["logprob"].tolist()[1:] == pytest.approx(want[1:], rel=1e-6)
+            assert pd.isna(got["logprob"].iloc[0]) == (i == 2)
