@@ -209,7 +209,7 @@ class Run:
                     continue
                 lo, hi = min(lines), max(lines)
                 paths = self._caches[p].part_paths(st)
-                for path, (first, last) in zip(paths, st.part_lines or [[lo, hi]] * len(paths)):
+                for path, (first, last) in zip(paths, st.part_lines):  # one [first, last] per part
                     if first <= hi and last >= lo and any(first <= x <= last for x in lines):
                         out.append((self._file_no[p], path))
             return out

@@ -228,15 +228,16 @@ class RLBReader:
         # a string step is read as a number (and reported); 3.0 is 3; anything else skips the record
         sx, sd = "_x_step", _num("_x_step")
         ss = _num("(_x_step::JSON->>'$')")
+        whole = f"({sd} = round({sd}) AND isfinite({sd}))"  # an integral number
         helpers = "".join(f", {v} AS {_q(k)}" for k, v in ex.items() if k.startswith("_"))  # for _post
         table = _query(con, f"""
             SELECT line,
-                   CASE WHEN {sd} = round({sd}) AND isfinite({sd}) THEN {sd}::BIGINT
+                   CASE WHEN {whole} THEN {sd}::BIGINT
                         WHEN starts_with({sx}, '"') AND {ss} = round({ss}) AND isfinite({ss}) THEN {ss}::BIGINT
                         END AS step,
                    CASE WHEN {sx} IS NULL OR {sx} = 'null' THEN 'missing' WHEN starts_with({sx}, '"') THEN 'VARCHAR'
-                        WHEN NOT ({sd} = round({sd}) AND isfinite({sd})) OR {sd} IS NULL THEN 'other' END AS _p_step,
-                   CASE WHEN NOT ({sd} = round({sd}) AND isfinite({sd})) OR {sd} IS NULL THEN {sx} END AS _v_step,
+                        WHEN NOT {whole} OR {sd} IS NULL THEN 'other' END AS _p_step,
+                   CASE WHEN NOT {whole} OR {sd} IS NULL THEN {sx} END AS _v_step,
                    {ex['prompt']} AS prompt, {ex['response']} AS response, {number('reward')},
                    {ex['ref_response']} AS ref_response, {number('ref_reward')},
                    {_text_of("_x_gt")} AS ground_truth,
