@@ -37,6 +37,15 @@ HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the Parquet writer, at most
 
 
+def _writer_pool() -> pa.MemoryPool:
+    """jemalloc for the Parquet writer where pyarrow has it: the default pool (mimalloc) gives freed pages
+    back to the kernel at once, so each part's buffers were fresh pages again, each zeroed on first touch."""
+    try:
+        return pa.jemalloc_memory_pool()
+    except NotImplementedError:  # pragma: no cover - a pyarrow built without jemalloc
+        return pa.default_memory_pool()
+
+
 def default_cache_root() -> Path:
     """``$RLVIZ_CACHE_DIR`` or the user cache dir (e.g. ~/.cache/rlviz_widgets)."""
     env = os.environ.get("RLVIZ_CACHE_DIR")
@@ -179,10 +188,10 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                 finish_before(i)
                 cache, state = jobs[i]
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
+                pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on
                 if len(writes) > MAX_PENDING_WRITES:  # a disk slower than the parser: parsed tables wait here,
                     writes[-MAX_PENDING_WRITES - 1].result()  # not in memory
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
-                pool.put(chunk)  # parsed: the part holds copies of everything kept
                 on_bytes(chunk.end - chunk.start)
             finish_before(None)
             for fut in writes:
@@ -284,8 +293,9 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
     # distinct: pure cost); token lists uncompressed (snappy gains nothing on dictionary codes and
     # at most ~8% on floats, for a fifth of the writing time); stats on line/step for pruning
     compression = {leaf[c]: "none" if c in TOKEN_COLUMNS else "snappy" for c in table.column_names}
+    # small row groups: a page of scattered rows reads little text
     pq.write_table(table, tmp, compression=compression, use_dictionary=texts, write_statistics=["line", "step"],
-                   row_group_size=256)  # small groups: a page of scattered rows reads little text
+                   row_group_size=256, memory_pool=_writer_pool())
     os.replace(tmp, folder / f"part-{part}.parquet")
 
 

@@ -42,28 +42,31 @@ class Chunk:
 class BufferPool:
     """Read buffers handed back once their chunk is parsed, to be read into again.
 
-    Fresh memory costs more than the read itself (the kernel zeroes every page on first touch), so
-    at most ``limit`` buffers are made: one being read, one waiting, one being parsed. Past that,
-    ``get`` waits for one to come back (and makes a new one after ``patience`` seconds, so a
-    consumer that stopped handing chunks back never blocks the reader for good).
+    Fresh memory costs more than the read itself (the kernel zeroes every page on first touch; on a
+    virtual machine the host may have to back each page too), so at most ``limit`` buffers are made:
+    one being parsed, one being read or waiting for the parser (the reader is faster than the parser,
+    so a third one only holds memory). Past that, ``get`` waits for one to come back (and makes a new
+    one after ``patience`` seconds, so a consumer that stopped handing chunks back never blocks the
+    reader for good).
     """
 
-    def __init__(self, limit: int = 3, patience: float = 1.0) -> None:
+    def __init__(self, limit: int = 2, patience: float = 1.0) -> None:
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         self.limit, self.patience, self.made = limit, patience, 0
 
-    def get(self, size: int) -> np.ndarray:
-        """A buffer of at least ``size`` bytes (the unfinished line carried over varies: new buffers get room)."""
+    def get(self, size: int, reserve: int = 0) -> np.ndarray:
+        """A buffer of at least ``size`` bytes; a new one has room for ``reserve`` bytes too (later, bigger reads
+        reuse it: untouched room costs nothing) and for an unfinished line carried over."""
         try:
             buf = self._free.get(timeout=self.patience) if self.made >= self.limit else self._free.get_nowait()
         except queue.Empty:
             buf = None
         if buf is not None and len(buf) >= size:
             return buf
-        if buf is not None:  # too small (the short first chunk's): replaced
+        if buf is not None:  # too small (a line longer than the room): replaced
             self.made -= 1
         self.made += 1
-        return np.empty(size + _SLACK, dtype=np.uint8)
+        return np.empty(max(size, reserve) + _SLACK, dtype=np.uint8)
 
     def put(self, chunk: Chunk) -> None:
         """``chunk`` is done with: nothing may use its lines any more."""
@@ -94,7 +97,7 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
         want = first_chunk_bytes or chunk_bytes
         while True:
             cap = len(carry) + want  # a line longer than a chunk fits too
-            buf = pool.get(cap)[:cap] if pool is not None else np.empty(cap, dtype=np.uint8)
+            buf = pool.get(cap, chunk_bytes)[:cap] if pool is not None else np.empty(cap, dtype=np.uint8)
             buf[:len(carry)] = np.frombuffer(carry, dtype=np.uint8)
             size, newlines, found = len(carry), [], []
             scanned = 0

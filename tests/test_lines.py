@@ -92,6 +92,22 @@ def test_buffer_pool_is_bounded_and_never_blocks_for_good():
     assert c is not a and c is not b and pool.made == 3 and time.perf_counter() - t0 >= 0.2
 
 
+def test_buffer_pool_makes_room_for_later_reads():
+    """A buffer made for a small first read has room for the full-size reads after it: it is reused,
+    not replaced (and the memory a small read does not touch costs nothing)."""
+    from rlviz_widgets.lines import BufferPool, Chunk
+
+    mb = 1 << 20
+    pool = BufferPool(limit=1, patience=0.2)
+    small = pool.get(100, reserve=8 * mb)
+    assert len(small) >= 8 * mb
+    pool.put(Chunk(None, None, None, 0, 0, buffer=small))
+    assert pool.get(8 * mb) is small and pool.made == 1
+    pool.release(small)
+    bigger = pool.get(64 * mb)  # a line longer than the room: replaced, still one buffer made
+    assert bigger is not small and len(bigger) >= 64 * mb and pool.made == 1
+
+
 def test_prefetch_reads_ahead_at_once_and_stops_when_closed():
     """Reading starts before the first item is asked for; closing stops the thread, taken or not."""
     import threading

@@ -245,7 +245,6 @@ class RLBReader:
                    {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
             FROM (SELECT line, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
                   FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw))""")
-        self._used = used
         return table, used
 
     def _post(self, t: pa.Table) -> pa.Table:
