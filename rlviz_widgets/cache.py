@@ -189,13 +189,13 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                 cache, state = jobs[i]
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
                 pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on
-                if len(writes) > MAX_PENDING_WRITES:  # a disk slower than the parser: parsed tables wait here,
-                    writes[-MAX_PENDING_WRITES - 1].result()  # not in memory
+                if len(writes) > MAX_PENDING_WRITES:  # a writer slower than the parser: parsed tables wait here
+                    writes[-MAX_PENDING_WRITES - 1].result()  # (or are written here), not in memory
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
                 on_bytes(chunk.end - chunk.start)
             finish_before(None)
-            for fut in writes:
-                fut.result()
+            for write in reversed(writes):  # the last ones are the likeliest not to have started: done here
+                write.result()
     for cache, state in jobs:
         cache.save(state)  # only now: every part it names is written
     return out
@@ -203,9 +203,10 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
 
 def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool,
             also_find: int | None):
-    """(job id, chunk) for the new complete lines of each file in turn."""
+    """(job id, chunk) for the new complete lines of each file in turn (the last file ends in a small chunk:
+    nothing else is left to parse while its part is written)."""
     first = linereader.FIRST_CHUNK_BYTES
-    for i, (cache, state) in zip(ids, jobs):
+    for n, (i, (cache, state)) in enumerate(zip(ids, jobs)):
         start = state.consumed
         if state.open_tail:  # the line we took without a newline may now be finished by one
             with open(cache.path, "rb") as f:
@@ -214,8 +215,9 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
                     start += 1
                     state.open_tail = False
             state.consumed = start
+        last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
         for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool,
-                                            also_find=also_find):
+                                            also_find=also_find, last_chunk_bytes=last):
             yield i, chunk
             first = None
 
@@ -268,7 +270,7 @@ def _ingest(con, cache: FileCache, state: FileState, reader, chunk, writer):
 def _add_part(cache: FileCache, state: FileState, table, problems: list[list], writer):
     state.problems.extend(sorted(problems, key=lambda p: p[0]))
     if table is None:
-        return writer.submit(lambda: None)
+        return _Write(writer, lambda: None)
     state.fields = sorted(set(state.fields) | {f for f in TOKEN_COLUMNS if table[f].null_count < table.num_rows})
     extra = [c for c in table.column_names if c not in BASE_COLUMNS and c not in TOKEN_COLUMNS]
     state.columns = list(dict.fromkeys([*state.columns, *extra]))
@@ -278,7 +280,22 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     state.parts.append(part)
     lines = table["line"]
     state.part_lines.append([int(pc.min(lines).as_py()), int(pc.max(lines).as_py())])
-    return writer.submit(_write, table, cache.dir, part)
+    return _Write(writer, lambda: _write(table, cache.dir, part))
+
+
+class _Write:
+    """A part handed to the writer thread. Whoever waits for one the writer has not started writes it
+    itself: the parser, done with the last chunk (or held back by a slow writer), works instead of waiting."""
+
+    def __init__(self, writer: ThreadPoolExecutor, job) -> None:
+        self._job = job
+        self._future = writer.submit(job)
+
+    def result(self) -> None:
+        if self._future.cancel():
+            self._job()
+        else:
+            self._future.result()
 
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 CHUNK_BYTES = 32 * 1024 * 1024
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # a small first read: the parser starts sooner
+LAST_CHUNK_BYTES = 4 * 1024 * 1024  # a small last one: what waits on it (writing the last part) is short
 _BLOCK = 1 << 20  # bytes read and scanned at a time
 _SLACK = 4 << 20  # room in a new pooled buffer for the line carried over from the chunk before
 T = TypeVar("T")
@@ -81,10 +82,13 @@ class BufferPool:
 
 def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                 chunk_bytes: int | None = None, first_chunk_bytes: int | None = None,
-                pool: BufferPool | None = None, also_find: int | None = None) -> Iterator[Chunk]:
+                pool: BufferPool | None = None, also_find: int | None = None,
+                last_chunk_bytes: int | None = None) -> Iterator[Chunk]:
     """Yield chunks of complete lines from byte ``start`` on; stops at the last newline.
 
-    ``first_chunk_bytes``: a smaller first read, so that whoever parses the chunks starts sooner.
+    ``first_chunk_bytes``: a smaller first read, so that whoever parses the chunks starts sooner;
+    ``last_chunk_bytes``: about this much is left for the last chunk (the file's size when opened
+    decides), so that whatever follows the parse of the last chunk waits on little.
     Each chunk has a buffer of its own, valid until the chunk is handed back to ``pool`` (without
     a pool: for as long as the chunk lives). ``also_find``: a byte whose positions a reader wants
     (``chunk.found``); it is looked for with the newlines, a block at a time, while the block just
@@ -92,10 +96,14 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
     """
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
+        end = os.fstat(f.fileno()).st_size  # it may grow meanwhile: this only shapes the last chunks
         pos, line_no, carry = start, first_line, b""
         chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time (tests make chunks small)
         want = first_chunk_bytes or chunk_bytes
         while True:
+            left = end - pos - len(carry)
+            if last_chunk_bytes and want == chunk_bytes and last_chunk_bytes < left <= chunk_bytes + last_chunk_bytes:
+                want = left - last_chunk_bytes
             cap = len(carry) + want  # a line longer than a chunk fits too
             buf = pool.get(cap, chunk_bytes)[:cap] if pool is not None else np.empty(cap, dtype=np.uint8)
             buf[:len(carry)] = np.frombuffer(carry, dtype=np.uint8)

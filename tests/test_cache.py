@@ -358,7 +358,8 @@ def test_parts_encode_tokens_as_a_dictionary_and_floats_plain(tmp_path, open_run
 
 
 def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch):
-    """A disk slower than the parser: at most MAX_PENDING_WRITES parsed parts wait in memory for the writer."""
+    """A disk slower than the parser: at most MAX_PENDING_WRITES parsed parts wait in memory for the writer,
+    and the parser writes the ones the writer has not started instead of waiting for them; each part once."""
     import threading
     import time
 
@@ -370,12 +371,15 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
     real_write, real_ingest = cachemod._write, cachemod._ingest
     count = {"parsed": 0, "written": 0, "most_waiting": 0}
     lock = threading.Lock()
+    parts, writers = [], set()
 
     def slow_write(*a, **k):
         time.sleep(0.02)
         real_write(*a, **k)
         with lock:
             count["written"] += 1
+            parts.append(a[2])
+            writers.add(threading.current_thread() is threading.main_thread())
 
     def ingest(*a, **k):
         fut = real_ingest(*a, **k)
@@ -389,7 +393,9 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
     run = rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
     assert count["parsed"] >= 10 and count["written"] == count["parsed"]  # many parts, all written
     assert count["most_waiting"] <= cachemod.MAX_PENDING_WRITES + 1 == 3  # + the one just handed over
+    assert len(set(parts)) == len(parts) == count["written"] and writers == {True, False}
     assert run.n_samples == len(run.samples)
+    assert run.samples["sample_id"].is_unique
 
 
 def test_parts_with_and_without_missing_token_values_read_as_one(tmp_path, monkeypatch):

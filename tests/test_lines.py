@@ -28,6 +28,18 @@ def test_chunks_cover_every_complete_line(tmp_path, chunk_bytes):
     assert tail(path, pos) == b'{"half": '
 
 
+def test_a_small_last_chunk_is_left_when_asked(tmp_path):
+    """``last_chunk_bytes``: the chunk before the last is cut short, so about that much is left for the last."""
+    lines = [b"%04d" % i + b"x" * 95 for i in range(100)]  # 100 lines of 100 bytes (with the newline)
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    sizes = [c.end - c.start for c in read_chunks(path, chunk_bytes=3000, last_chunk_bytes=700)]
+    assert sizes == [3000, 3000, 3000, 300, 700]  # not [3000, 3000, 3000, 1000]: the last one is small
+    got = [line_bytes(c.lines, i) for c in read_chunks(path, chunk_bytes=3000, last_chunk_bytes=700)
+           for i in range(len(c.lines))]
+    assert got == [ln + b"\n" for ln in lines]
+
+
 def test_starts_mid_file_with_line_numbers(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"one\ntwo\nthree\n")
