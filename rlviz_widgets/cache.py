@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -187,14 +188,14 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
             for i, chunk in reading:
                 finish_before(i)
                 cache, state = jobs[i]
+                if len(writes) >= MAX_PENDING_WRITES:  # a disk slower than the parser: the parser waits before
+                    writes[-MAX_PENDING_WRITES].wait()  # the next chunk, so parsed tables do not pile up in memory
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
                 pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on
-                if len(writes) > MAX_PENDING_WRITES:  # a writer slower than the parser: parsed tables wait here
-                    writes[-MAX_PENDING_WRITES - 1].result()  # (or are written here), not in memory
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
                 on_bytes(chunk.end - chunk.start)
             finish_before(None)
-            for write in reversed(writes):  # the last ones are the likeliest not to have started: done here
+            for write in reversed(writes):  # nothing left to parse: write what the writer has not started
                 write.result()
     for cache, state in jobs:
         cache.save(state)  # only now: every part it names is written
@@ -284,18 +285,34 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
 
 
 class _Write:
-    """A part handed to the writer thread. Whoever waits for one the writer has not started writes it
-    itself: the parser, done with the last chunk (or held back by a slow writer), works instead of waiting."""
+    """A part handed to the writer thread; ``result`` writes it in the calling thread if the writer has not
+    started it (the parser, done with its last chunk, works instead of waiting). Whoever takes the job
+    first runs it, and drops it: a written part's table is not held."""
 
     def __init__(self, writer: ThreadPoolExecutor, job) -> None:
         self._job = job
-        self._future = writer.submit(job)
+        self._lock = threading.Lock()
+        self._future = writer.submit(self._run)
+
+    def _take(self):
+        with self._lock:
+            job, self._job = self._job, None
+        return job
+
+    def _run(self) -> None:
+        job = self._take()
+        if job is not None:
+            job()
+
+    def wait(self) -> None:
+        self._future.result()
 
     def result(self) -> None:
-        if self._future.cancel():
-            self._job()
+        job = self._take()
+        if job is not None:
+            job()  # here: the writer will find nothing left to do
         else:
-            self._future.result()
+            self._future.result()  # the writer has it (or had it): its outcome
 
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:

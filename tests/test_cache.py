@@ -430,3 +430,30 @@ def test_parts_with_and_without_missing_token_values_read_as_one(tmp_path, monke
         else:
             assert got["logprob"].tolist()[1:] == pytest.approx(want[1:], rel=1e-6)
             assert pd.isna(got["logprob"].iloc[0]) == (i == 2)
+
+
+def test_a_write_runs_once_by_whoever_takes_it_and_lets_go_of_its_table():
+    """The writer thread or, if it has not started the part, the thread waiting for it: once, either way.
+    A written part's table is not held on to (the list of writes lives as long as the whole read)."""
+    import gc
+    import threading
+    import weakref
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Table:  # stands for a parsed part
+        pass
+
+    ran, gate = [], threading.Event()
+    with ThreadPoolExecutor(1) as writer:
+        writer.submit(gate.wait)  # the writer is busy with an earlier part
+        table = Table()
+        held = weakref.ref(table)
+        waited = cachemod._Write(writer, lambda t=table: ran.append(("here", threading.current_thread().name)))
+        del table
+        waited.result()  # not started by the writer: written here
+        gate.set()
+        queued = cachemod._Write(writer, lambda: ran.append(("writer", threading.current_thread().name)))
+        queued.wait()
+    gc.collect()
+    assert ran == [("here", threading.current_thread().name), ("writer", ran[1][1])] and ran[1][1] != ran[0][1]
+    assert held() is None
