@@ -41,7 +41,7 @@ MAX_PENDING_WRITES = 2  # parsed parts waiting for the Parquet writer, at most
 def _writer_pool() -> pa.MemoryPool:
     """jemalloc for the Parquet writer where pyarrow has it: with the default pool (mimalloc) each part's
     buffers were mostly fresh pages again (freed ones go back to the kernel soon), each zeroed on first touch
-    (in profiles: 3-7% of a cold open's CPU in page faults under the writer; ~0.5% with jemalloc)."""
+    (profiles of a cold open: 3-7% of its CPU in page faults under the writer, 1-3% with jemalloc)."""
     try:
         return pa.jemalloc_memory_pool()
     except NotImplementedError:  # pragma: no cover - a pyarrow built without jemalloc
