@@ -40,6 +40,22 @@ def test_a_small_last_chunk_is_left_when_asked(tmp_path):
     assert got == [ln + b"\n" for ln in lines]
 
 
+def test_a_file_growing_while_read_loses_no_line(tmp_path):
+    """The size taken when the file was opened only shapes the last chunks: lines appended meanwhile
+    are read too, each once, in order (a job still writing while a run opens)."""
+    first = [b"%04d" % i + b"x" * 95 for i in range(100)]
+    more = [b"%04d" % i + b"y" * 45 for i in range(100, 160)]
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"\n".join(first) + b"\n")
+    got = []
+    for n, chunk in enumerate(read_chunks(path, chunk_bytes=3000, last_chunk_bytes=700)):
+        got += [line_bytes(chunk.lines, i) for i in range(len(chunk.lines))]
+        if n == 1:  # mid-read, the job appends lines (the last one still being written)
+            with open(path, "ab") as f:
+                f.write(b"\n".join(more) + b"\n" + b'{"half')
+    assert got == [ln + b"\n" for ln in first + more]
+
+
 def test_starts_mid_file_with_line_numbers(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"one\ntwo\nthree\n")
