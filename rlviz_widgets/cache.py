@@ -295,25 +295,20 @@ class _Write:
         self._lock = threading.Lock()
         self._future = writer.submit(self._run)
 
-    def _take(self):
+    def _run(self) -> bool:
+        """Run the job unless another thread took it; whether it ran here."""
         with self._lock:
             job, self._job = self._job, None
-        return job
-
-    def _run(self) -> None:
-        job = self._take()
         if job is not None:
             job()
+        return job is not None
 
     def wait(self) -> None:
         self._future.result()
 
     def result(self) -> None:
-        job = self._take()
-        if job is not None:
-            job()  # here: the writer will find nothing left to do
-        else:
-            self._future.result()  # the writer has it (or had it): its outcome
+        if not self._run():  # the writer has it (or had it): its outcome
+            self._future.result()
 
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:
