@@ -26,11 +26,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import lines as linereader
+from . import token_store
 from .metrics import with_reductions
 from .problems import Problem
+from .token_store import TOKEN_COLUMNS
 
-CACHE_VERSION = 5  # 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part
-TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
+# 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part; 6: token lists in Arrow files
+CACHE_VERSION = 6
 BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
                 "logprob_mean", "value_mean", "token_reward_sum")
@@ -92,7 +94,8 @@ class FileCache:
             return None
         if state.version != CACHE_VERSION or state.path != str(self.path):
             return None
-        if len(state.part_lines) != len(state.parts) or not all(os.path.exists(p) for p in self.part_paths(state)):
+        if len(state.part_lines) != len(state.parts) or not all(
+                os.path.exists(p) and os.path.exists(token_store.path_for(p)) for p in self.part_paths(state)):
             return None
         return state
 
@@ -312,32 +315,15 @@ class _Write:
 
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:
-    table = _declare_non_null(with_reductions(table))
+    """A parsed part: its token lists to an Arrow file, everything else (and the reductions) to Parquet."""
+    table = with_reductions(table)
+    token_store.write(table, folder / f"part-{part}.arrow")
+    table = table.drop_columns([c for c in TOKEN_COLUMNS if c in table.column_names])
     tmp = folder / f".part-{part}.tmp"
-    # per-column settings name Parquet leaf columns: a list's values are "<name>.list.element"
-    leaf = {c: f"{c}.list.element" if pa.types.is_list(table.schema.field(c).type) else c
-            for c in table.column_names}
-    texts = [leaf[c] for c in table.column_names if pa.types.is_string(table.schema.field(c).type)
-             or pa.types.is_large_string(table.schema.field(c).type) or c == "tokens"]
-    # dictionaries for texts and tokens (a vocabulary: ~10x smaller than plain), none for float lists (all
-    # distinct: pure cost); token lists uncompressed (snappy gains nothing on dictionary codes and
-    # at most ~8% on floats, for a fifth of the writing time); stats on line/step for pruning
-    compression = {leaf[c]: "none" if c in TOKEN_COLUMNS else "snappy" for c in table.column_names}
-    # small row groups: a page of scattered rows reads little text
-    pq.write_table(table, tmp, compression=compression, use_dictionary=texts, write_statistics=["line", "step"],
+    texts = [c for c in table.column_names if pa.types.is_string(table.schema.field(c).type)
+             or pa.types.is_large_string(table.schema.field(c).type)]
+    # dictionaries for texts (GRPO repeats each prompt); stats on line/step for pruning; small row groups:
+    # a page of scattered rows reads little text
+    pq.write_table(table, tmp, compression="snappy", use_dictionary=texts, write_statistics=["line", "step"],
                    row_group_size=256, memory_pool=_writer_pool())
     os.replace(tmp, folder / f"part-{part}.parquet")
-
-
-def _declare_non_null(table: pa.Table) -> pa.Table:
-    """Token lists holding no null, typed so: Parquet then writes them without definition levels (~20% of
-    their writing). Parts differ in this only; DuckDB reads them as one type."""
-    for i, f in enumerate(table.schema):
-        if f.name not in TOKEN_COLUMNS or not pa.types.is_list(f.type):
-            continue
-        col = table.column(i)
-        if col.null_count or any(c.flatten().null_count for c in col.chunks):
-            continue
-        typ = pa.list_(pa.field("element", f.type.value_type, nullable=False))
-        table = table.set_column(i, pa.field(f.name, typ, nullable=False), col.cast(typ))
-    return table

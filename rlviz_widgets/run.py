@@ -16,6 +16,7 @@ import pandas as pd
 from . import cache as cachemod
 from . import file_numbers
 from . import problems as problemsmod
+from . import token_store
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
@@ -131,6 +132,7 @@ class Run:
         self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
         self._steps_cache: pd.DataFrame | None = None
+        self._token_parts = None  # every part's token file as one dataset (made when first needed)
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
         self.refresh(_first=True)
 
@@ -285,6 +287,7 @@ class Run:
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
 
     def _build_views(self) -> None:
+        self._token_parts = None  # the parts changed: a new dataset of token files
         con = self.con
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
@@ -330,7 +333,23 @@ class Run:
             SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
                 SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
                        unnest(range(greatest({lens}))) AS position, {unn}
-                FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {self._source_sql(parts, lines)} r) t))"""
+                FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {self._token_relation(lines)} r) t))"""
+
+    def _token_relation(self, lines: dict | None = None) -> str:
+        """The name a cursor knows this run's token files by (``_register_tokens``): all of them, or a selection."""
+        return f"_tokens_{id(self):x}" + ("" if lines is None else "_sel")
+
+    def _register_tokens(self, cur: duckdb.DuckDBPyConnection, parts: list[tuple[int, str]] | None = None,
+                         lines: dict[int, list[int]] | None = None) -> None:
+        """Give ``cur`` the token files ``_tokens_sql`` reads: every part's (one dataset, made once per change of
+        the parts), or only the rows of ``lines`` in ``parts``."""
+        if lines is None:
+            if self._token_parts is None:
+                self._token_parts = token_store.dataset(self._parts())
+            source = self._token_parts
+        else:
+            source = token_store.rows(parts or [], lines)
+        cur.register(self._token_relation(lines), source)
 
     def _build_tokens_view(self) -> None:
         sql = self._tokens_sql(self._parts())
@@ -345,7 +364,10 @@ class Run:
         Each access gives a new cursor, so widget requests and the user's own queries never
         collide on one connection (DuckDB refuses concurrent calls on the same connection).
         """
-        return self._db.cursor()
+        cur = self._db.cursor()
+        if self._token_fields():  # the ``tokens`` view reads the token files through this cursor's registration
+            self._register_tokens(cur)
+        return cur
 
     @property
     def samples(self) -> pd.DataFrame:
@@ -463,7 +485,9 @@ class Run:
         if not ids or not parts:
             return self.con.execute(self._tokens_sql([])).df()
         sql = self._tokens_sql(parts, lines=by_file)
-        df = self.con.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
+        cur = self.con
+        self._register_tokens(cur, parts, by_file)
+        df = cur.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
         order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
         return df.sort_values(["sample_id", "position"], key=lambda s: s.map(order) if s.name == "sample_id" else s,
                               kind="stable").reset_index(drop=True)

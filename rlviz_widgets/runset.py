@@ -1,7 +1,8 @@
 """Several runs side by side: one set of log frames with a ``run`` column.
 
 Each run keeps its own reader, options and cache; the set only unions their SQL (which
-reads Parquet files, so it runs in the set's own database). File numbers come from the
+reads cache files, so it runs in the set's own database; each run's token files are registered
+on the set's cursors under that run's names). File numbers come from the
 cache registry, so sample_ids never collide between runs sharing a cache dir.
 """
 
@@ -87,6 +88,16 @@ class RunSet(Run):
         selects = [f"SELECT * FROM ({r._tokens_sql(mine, sub)})" for _, r, mine, sub in self._split(parts, lines)
                    if r._token_fields()]
         return " UNION ALL BY NAME ".join(selects) if selects else Run._tokens_sql(self, [], None)
+
+    def _register_tokens(self, cur, parts=None, lines=None) -> None:
+        if lines is None:  # the view's source: each run's every part
+            for r in self.runs.values():
+                if r._token_fields():
+                    r._register_tokens(cur)
+            return
+        for _, r, mine, sub in self._split(parts, lines):
+            if r._token_fields():
+                r._register_tokens(cur, mine, sub)
 
     def _token_fields(self) -> list[str]:
         return list(dict.fromkeys(f for r in self.runs.values() for f in r._token_fields()))

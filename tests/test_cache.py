@@ -4,6 +4,7 @@ never written into the log folder."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import warnings
 
@@ -338,23 +339,36 @@ def test_many_chunks_with_bad_lines_and_a_new_key_midway(tmp_path, monkeypatch, 
     assert s["kl_mean"].notna().all() and (s["n_tokens"] == 8).all()
 
 
-def test_parts_encode_tokens_as_a_dictionary_and_floats_plain(tmp_path, open_run, cache_dir):
-    """Per-column Parquet settings must name the leaf columns (a list's values are "<name>.list.element"):
-    token strings come from a small vocabulary (dictionary: ~10x smaller), floats are all distinct."""
+def test_a_part_is_parquet_without_token_lists_and_an_arrow_file_with_them(tmp_path, open_run, cache_dir):
+    """Token lists go to an Arrow IPC file per part (written as they lie in memory); the Parquet file keeps
+    the rest, texts dictionary-encoded (GRPO repeats each prompt). Both read back, and a part whose Arrow
+    file is gone is not trusted."""
+    import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
+
+    from rlviz_widgets import token_store
 
     write_log(tmp_path / "logs", steps=2, samples_per_step=8, tokens=40, ranks=1)
     run = open_run(tmp_path / "logs")
     assert run.n_samples == 16
     (path,) = [p for p in cache_dir.rglob("part-*.parquet")]
-    rg = pq.ParquetFile(path).metadata.row_group(0)
+    meta = pq.ParquetFile(path)
+    assert not set(token_store.TOKEN_COLUMNS) & set(meta.schema_arrow.names)
+    assert {"n_tokens", "kl_mean", "response"} <= set(meta.schema_arrow.names)
+    rg = meta.metadata.row_group(0)
     cols = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
-    assert "RLE_DICTIONARY" in cols["tokens.list.element"].encodings
     assert "RLE_DICTIONARY" in cols["response"].encodings
-    for name in ("logprobs", "ref_logprobs", "values", "token_rewards"):
-        col = cols[f"{name}.list.element"]
-        assert "RLE_DICTIONARY" not in col.encodings and col.compression == "UNCOMPRESSED"
-    assert run.tokens(run.samples["sample_id"].iloc[0])["token"].notna().all()  # and they read back
+    with ipc.open_file(token_store.path_for(str(path))) as f:
+        toks = f.read_all()
+    assert toks.schema == token_store.SCHEMA and toks.num_rows == 16
+    assert toks["line"].to_pylist() == run.samples.sort_values("line")["line"].tolist()
+    first = run.samples.sort_values("line").iloc[0]
+    got = run.tokens(first["sample_id"])
+    assert got["token"].notna().all() and len(got) == first["n_tokens"] > 0
+    assert got["logprob"].tolist() == pytest.approx(toks["logprobs"][0].as_py())
+    os.remove(token_store.path_for(str(path)))
+    again = open_run(tmp_path / "logs")  # rebuilt, not read half
+    assert len(again.tokens(first["sample_id"])) == first["n_tokens"]
 
 
 def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch):
@@ -399,10 +413,8 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
 
 
 def test_parts_with_and_without_missing_token_values_read_as_one(tmp_path, monkeypatch):
-    """A part whose token lists hold no missing value declares them non-null (cheaper to write); one with a
-    NaN (left empty) or a record without arrays does not. Read together, every token comes back in place."""
-    import pyarrow.parquet as pq
-
+    """Parts whose token lists hold no missing value, one with a NaN (left empty), one with a record without
+    arrays: read together, every token comes back in place."""
     from rlviz_widgets import lines
 
     monkeypatch.setattr(lines, "CHUNK_BYTES", 1500)
@@ -416,9 +428,7 @@ def test_parts_with_and_without_missing_token_values_read_as_one(tmp_path, monke
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LogWarning)
         run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
-    nullable = {pq.ParquetFile(p).schema_arrow.field("logprobs").type.value_field.nullable
-                for p in (tmp_path / "cache").rglob("part-*.parquet")}
-    assert nullable == {True, False}  # both kinds of part are there
+    assert len(list((tmp_path / "cache").rglob("part-*.arrow"))) > 2  # the records above are in different parts
     s = run.samples.sort_values("line").reset_index(drop=True)
     toks = run.tokens(s["sample_id"].tolist())
     assert len(toks) == int(s["n_tokens"].sum())

@@ -1,0 +1,73 @@
+"""Token lists of a cache part, kept next to its Parquet file as an Arrow IPC file.
+
+Arrow's own file format is written as the buffers lie in memory: no encoding, no repetition
+levels, no pages. The token lists are most of a log, so this is most of the writing saved
+(profiles of a cold open: Parquet's nested encoding of these lists cost ~10% of its CPU).
+Reads map the file: taking a few samples touches only their pages, and a scan over every
+part is one pyarrow dataset, which DuckDB reads where it is registered (``register``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs
+import pyarrow.ipc as ipc
+
+TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
+# every file has every column (all-null where a part has no such array): one schema to scan them by
+SCHEMA = pa.schema([("line", pa.int64()), ("step", pa.int64()), ("tokens", pa.list_(pa.string())),
+                    *((c, pa.list_(pa.float32())) for c in TOKEN_COLUMNS[1:])])
+SCAN_SCHEMA = SCHEMA.append(pa.field("file_no", pa.int64()))  # file_no: from each file's partition expression
+
+
+def path_for(part: str) -> str:
+    """The token file of the cache part whose Parquet file is ``part``."""
+    return part[: -len(".parquet")] + ".arrow" if part.endswith(".parquet") else part + ".arrow"
+
+
+def write(table: pa.Table, path: str | os.PathLike) -> None:
+    """The line, step and token lists of ``table`` (a parsed part), atomically (a reader never sees half)."""
+    cols = []
+    for f in SCHEMA:
+        if f.name in table.column_names:
+            col = table[f.name]
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+    out = pa.Table.from_arrays(cols, schema=SCHEMA)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with ipc.new_file(tmp, SCHEMA) as writer:
+        writer.write_table(out)
+    os.replace(tmp, path)
+
+
+def dataset(parts: list[tuple[int, str]]) -> ds.Dataset:
+    """Every part's tokens as one dataset with a ``file_no`` column (``parts``: (file_no, Parquet path))."""
+    return ds.FileSystemDataset.from_paths(
+        [path_for(p) for _, p in parts], schema=SCAN_SCHEMA, format=ds.IpcFileFormat(),
+        filesystem=pyarrow.fs.LocalFileSystem(), partitions=[pc.field("file_no") == n for n, _ in parts])
+
+
+def rows(parts: list[tuple[int, str]], lines: dict[int, list[int]]) -> pa.Table:
+    """The token rows of the given lines (``lines``: file_no -> line numbers), with ``file_no``.
+
+    Each file is mapped, not read: only the pages of the line column and of the rows taken are touched.
+    """
+    tables = []
+    for n, part in parts:
+        wanted = lines.get(n)
+        if not wanted:
+            continue
+        with pa.memory_map(path_for(part)) as source:
+            table = ipc.open_file(source).read_all()
+        table = table.filter(pc.is_in(table["line"], pa.array(sorted(set(wanted)), pa.int64())))
+        if table.num_rows:
+            tables.append(table.append_column("file_no", pa.array([n] * table.num_rows, pa.int64())))
+    return pa.concat_tables(tables) if tables else SCAN_SCHEMA.empty_table()
+
