@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 
 from . import cache as cachemod
-from . import file_numbers
+from . import file_numbers, token_store
 from . import problems as problemsmod
-from . import token_store
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress

@@ -248,3 +248,25 @@ def test_unknown_format_name(tmp_path, cache_dir):
     write_verl(tmp_path / "rollout", steps=(1,))
     with pytest.raises(ValueError, match="unknown format 'verll'; known: auto, rlb, verl"):
         _open(tmp_path / "rollout", cache_dir, format="verll")
+
+
+def test_chunk_query_view_is_made_once_per_cursor_and_remade_for_a_new_one():
+    """The chunk query's view is remembered per cursor; a new cursor that got an old one's id (the memo
+    says "made", DuckDB says "no such view") gets the view made again, and the same answer."""
+    import duckdb
+    import pyarrow as pa
+
+    from rlviz_widgets.readers import rlb
+
+    db = duckdb.connect()
+    cur = db.cursor()
+    cur.register("raw", pa.table({"x": [1, 2, 3]}))
+    sql = "SELECT x * 2 AS y FROM raw"
+    assert rlb._query(cur, sql)["y"].to_pylist() == [2, 4, 6]
+    name = next(iter(rlb._VIEWS[id(cur)]))
+    assert rlb._query(cur, sql)["y"].to_pylist() == [2, 4, 6]  # through the view made before
+    other = db.cursor()
+    other.register("raw", pa.table({"x": [5]}))
+    rlb._VIEWS[id(other)] = {name}  # as if ``other`` had the id of a cursor that had made it
+    assert rlb._query(other, sql)["y"].to_pylist() == [10]
+    assert rlb._VIEWS[id(other)] == {name}

@@ -371,17 +371,29 @@ class RLBReader:
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), clean, mask=col.is_null())
 
 
+_VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
+
+
 def _query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     """``sql`` (over the registered ``raw``) as Arrow, through a temporary view made once per query text.
 
     Every chunk of a file asks the same long query: parsing its text again each time showed in profiles.
+    Whether the view exists is remembered here, not learned from a failed lookup: DuckDB's first
+    "no such table" error costs ~8 ms (it looks through the whole catalog for a name to suggest).
     """
     name = "_chunk_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
-    try:
-        return con.sql(f"SELECT * FROM {name}").to_arrow_table()
-    except duckdb.CatalogException:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
-        return con.sql(f"SELECT * FROM {name}").to_arrow_table()
+    made = _VIEWS.setdefault(id(con), set())
+    if name in made:
+        try:
+            return con.sql(f"SELECT * FROM {name}").to_arrow_table()
+        except duckdb.CatalogException:  # a new cursor where an old one was
+            made.clear()
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+    if len(_VIEWS) > 64:  # ids of cursors long gone
+        _VIEWS.clear()
+        made = _VIEWS.setdefault(id(con), set())
+    made.add(name)
+    return con.sql(f"SELECT * FROM {name}").to_arrow_table()
 
 
 def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> pa.Table:
