@@ -74,6 +74,7 @@ class FileState:
     fields: list[str] = field(default_factory=list)  # token arrays present in some record
     columns: list[str] = field(default_factory=list)  # custom scalar columns found
     part_lines: list[list[int]] = field(default_factory=list)  # [first, last] line of each part
+    part_steps: list[list[int]] = field(default_factory=list)  # [lowest, highest] step of each part
     version: int = CACHE_VERSION
 
 
@@ -94,7 +95,7 @@ class FileCache:
             return None
         if state.version != CACHE_VERSION or state.path != str(self.path):
             return None
-        if len(state.part_lines) != len(state.parts) or not all(
+        if not len(state.part_lines) == len(state.part_steps) == len(state.parts) or not all(
                 os.path.exists(p) and os.path.exists(token_store.path_for(p)) for p in self.part_paths(state)):
             return None
         return state
@@ -283,8 +284,9 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     # footer DuckDB may still hold in its metadata cache
     part = f"{len(state.parts):05d}-{os.urandom(4).hex()}"
     state.parts.append(part)
-    lines = table["line"]
-    state.part_lines.append([int(pc.min(lines).as_py()), int(pc.max(lines).as_py())])
+    for ranges, col in ((state.part_lines, "line"), (state.part_steps, "step")):
+        lo_hi = pc.min_max(table[col])
+        ranges.append([int(lo_hi["min"].as_py()), int(lo_hi["max"].as_py())])
     return _Write(writer, lambda: _write(table, cache.dir, part))
 
 

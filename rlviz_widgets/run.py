@@ -344,7 +344,9 @@ class Run:
         the parts), or only the rows of ``lines`` in ``parts``."""
         if lines is None:
             if self._token_parts is None:
-                self._token_parts = token_store.dataset(self._parts())
+                self._token_parts = token_store.dataset([
+                    (self._file_no[p], part, steps) for p, st in self._states.items()
+                    for part, steps in zip(self._caches[p].part_paths(st), st.part_steps)])
             source = self._token_parts
         else:
             source = token_store.rows(parts or [], lines)

@@ -47,11 +47,14 @@ def write(table: pa.Table, path: str | os.PathLike) -> None:
     os.replace(tmp, path)
 
 
-def dataset(parts: list[tuple[int, str]]) -> ds.Dataset:
-    """Every part's tokens as one dataset with a ``file_no`` column (``parts``: (file_no, Parquet path))."""
+def dataset(parts: list[tuple[int, str, list[int]]]) -> ds.Dataset:
+    """Every part's tokens as one dataset with a ``file_no`` column (``parts``: (file_no, Parquet path,
+    [lowest, highest] step)). The step range of each file lets a scan filtered by step skip it whole."""
     return ds.FileSystemDataset.from_paths(
-        [path_for(p) for _, p in parts], schema=SCAN_SCHEMA, format=ds.IpcFileFormat(),
-        filesystem=pyarrow.fs.LocalFileSystem(), partitions=[pc.field("file_no") == n for n, _ in parts])
+        [path_for(p) for _, p, _ in parts], schema=SCAN_SCHEMA, format=ds.IpcFileFormat(),
+        filesystem=pyarrow.fs.LocalFileSystem(),
+        partitions=[(pc.field("file_no") == n) & (pc.field("step") >= lo) & (pc.field("step") <= hi)
+                    for n, _, (lo, hi) in parts])
 
 
 def rows(parts: list[tuple[int, str]], lines: dict[int, list[int]]) -> pa.Table:

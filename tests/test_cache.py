@@ -467,3 +467,25 @@ def test_a_write_runs_once_by_whoever_takes_it_and_lets_go_of_its_table():
     gc.collect()
     assert ran == [("here", threading.current_thread().name), ("writer", ran[1][1])] and ran[1][1] != ran[0][1]
     assert held() is None
+
+
+def test_a_token_query_by_step_opens_only_the_parts_holding_that_step(tmp_path, monkeypatch):
+    """Each part's token file carries its step range: a scan filtered by step skips the other files whole
+    (Arrow files have no statistics of their own), and still finds every token of that step."""
+    import pyarrow.compute as pc
+
+    from rlviz_widgets import lines
+
+    monkeypatch.setattr(lines, "CHUNK_BYTES", 20000)
+    monkeypatch.setattr(lines, "FIRST_CHUNK_BYTES", 20000)
+    write_log(tmp_path / "logs", steps=6, samples_per_step=8, tokens=30, ranks=1)
+    run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)
+    run.sql("SELECT 1")  # the token dataset is made for the cursor
+    (state,) = run._states.values()
+    assert len(state.part_steps) == len(state.parts) > 3
+    step = 3
+    holding = [lo <= step <= hi for lo, hi in state.part_steps].count(True)
+    opened = [f.path for f in run._token_parts.get_fragments(filter=pc.field("step") == step)]
+    assert 0 < len(opened) == holding < len(state.parts)
+    got = run.sql(f"SELECT count(*) AS n FROM tokens WHERE step = {step}")["n"].iloc[0]
+    assert got == run.samples.query("step == @step")["n_tokens"].sum() > 0
