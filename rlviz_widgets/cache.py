@@ -1,4 +1,7 @@
-"""The columnar cache: each log file's good records as Parquet parts, outside the log folder.
+"""The columnar cache: each log file's good records as parts, outside the log folder.
+
+A part is a Parquet file (one row per sample: texts, numbers, per-sample reductions) and, beside it, an
+Arrow IPC file with the same records' token arrays (``token_store``).
 
 A file's cache is reused while the file is unchanged; when the file has only grown, only
 the new lines are read into a new part; any other change rebuilds it. Files that are not
@@ -43,7 +46,8 @@ MAX_PENDING_WRITES = 2  # parsed parts waiting for the Parquet writer, at most
 def _writer_pool() -> pa.MemoryPool:
     """jemalloc for the Parquet writer where pyarrow has it: with the default pool (mimalloc) each part's
     buffers were mostly fresh pages again (freed ones go back to the kernel soon), each zeroed on first touch
-    (profiles of a cold open: 3-7% of its CPU in page faults under the writer, 1-3% with jemalloc)."""
+    (profiles of a cold open, when the token lists were still written to Parquet: 3-7% of its CPU in page
+    faults under the writer, 1-3% with jemalloc)."""
     try:
         return pa.jemalloc_memory_pool()
     except NotImplementedError:  # pragma: no cover - a pyarrow built without jemalloc
