@@ -132,6 +132,7 @@ class Run:
         self._pending: list[Problem] = []
         self._steps_cache: pd.DataFrame | None = None
         self._token_parts = None  # every part's token file as one dataset (made when first needed)
+        self._token_table = None  # ... or as one mapped table (made by the first query naming tokens)
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
         self.refresh(_first=True)
 
@@ -286,7 +287,7 @@ class Run:
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
 
     def _build_views(self) -> None:
-        self._token_parts = None  # the parts changed: a new dataset of token files
+        self._token_parts = self._token_table = None  # the parts changed: token files to be found again
         con = self.con
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
@@ -340,17 +341,26 @@ class Run:
 
     def _register_tokens(self, cur: duckdb.DuckDBPyConnection, parts: list[tuple[int, str]] | None = None,
                          lines: dict[int, list[int]] | None = None) -> None:
-        """Give ``cur`` the token files ``_tokens_sql`` reads: every part's (one dataset, made once per change of
-        the parts), or only the rows of ``lines`` in ``parts``."""
+        """Give ``cur`` the token files ``_tokens_sql`` reads: every part's, or only the rows of ``lines`` in
+        ``parts``. Every part's is a dataset (made once per change of the parts: nothing is opened), or, once
+        ``_map_token_files`` has made it, one mapped table (scanned on every core)."""
         if lines is None:
-            if self._token_parts is None:
-                self._token_parts = token_store.dataset([
-                    (self._file_no[p], part, steps) for p, st in self._states.items()
-                    for part, steps in zip(self._caches[p].part_paths(st), st.part_steps)])
-            source = self._token_parts
+            if self._token_table is not None:
+                source = self._token_table
+            else:
+                if self._token_parts is None:
+                    self._token_parts = token_store.dataset([
+                        (self._file_no[p], part, steps) for p, st in self._states.items()
+                        for part, steps in zip(self._caches[p].part_paths(st), st.part_steps)])
+                source = self._token_parts
         else:
             source = token_store.rows(parts or [], lines)
         cur.register(self._token_relation(lines), source)
+
+    def _map_token_files(self) -> None:
+        """Map every token file once (per change of the parts), for queries over all tokens."""
+        if self._token_table is None and self._token_fields():
+            self._token_table = token_store.table(self._parts())
 
     def _build_tokens_view(self) -> None:
         sql = self._tokens_sql(self._parts())
@@ -573,6 +583,8 @@ class Run:
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
+        if "tokens" in query.lower():
+            self._map_token_files()
         return self.con.execute(query, params or []).df()
 
     @property

@@ -99,6 +99,10 @@ class RunSet(Run):
             if r._token_fields():
                 r._register_tokens(cur, mine, sub)
 
+    def _map_token_files(self) -> None:
+        for r in self.runs.values():
+            r._map_token_files()
+
     def _token_fields(self) -> list[str]:
         return list(dict.fromkeys(f for r in self.runs.values() for f in r._token_fields()))
 

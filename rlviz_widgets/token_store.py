@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -57,6 +58,23 @@ def dataset(parts: list[tuple[int, str, list[int]]]) -> ds.Dataset:
                     for n, _, (lo, hi) in parts])
 
 
+def _mapped(part: str) -> pa.Table:
+    """A part's token file, mapped: its buffers are the file's pages (they stay valid once the file is closed)."""
+    with pa.memory_map(path_for(part)) as source:
+        return ipc.open_file(source).read_all()
+
+
+def _with_file_no(table: pa.Table, n: int) -> pa.Table:
+    return table.append_column("file_no", pa.array(np.full(table.num_rows, n, np.int64)))
+
+
+def table(parts: list[tuple[int, str]]) -> pa.Table:
+    """Every part's tokens as one mapped table with ``file_no``, for a scan over all of them: DuckDB reads a
+    table's batches on every core (a dataset it reads as one stream: ~3x slower over every token)."""
+    tables = [_with_file_no(_mapped(part), n) for n, part in parts]
+    return pa.concat_tables(tables) if tables else SCAN_SCHEMA.empty_table()
+
+
 def rows(parts: list[tuple[int, str]], lines: dict[int, list[int]]) -> pa.Table:
     """The token rows of the given lines (``lines``: file_no -> line numbers), with ``file_no``.
 
@@ -67,10 +85,8 @@ def rows(parts: list[tuple[int, str]], lines: dict[int, list[int]]) -> pa.Table:
         wanted = lines.get(n)
         if not wanted:
             continue
-        with pa.memory_map(path_for(part)) as source:
-            table = ipc.open_file(source).read_all()
-        table = table.filter(pc.is_in(table["line"], pa.array(sorted(set(wanted)), pa.int64())))
-        if table.num_rows:
-            tables.append(table.append_column("file_no", pa.array([n] * table.num_rows, pa.int64())))
+        t = _mapped(part)
+        t = t.filter(pc.is_in(t["line"], pa.array(sorted(set(wanted)), pa.int64())))
+        if t.num_rows:
+            tables.append(_with_file_no(t, n))
     return pa.concat_tables(tables) if tables else SCAN_SCHEMA.empty_table()
-

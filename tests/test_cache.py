@@ -489,3 +489,34 @@ def test_a_token_query_by_step_opens_only_the_parts_holding_that_step(tmp_path, 
     assert 0 < len(opened) == holding < len(state.parts)
     got = run.sql(f"SELECT count(*) AS n FROM tokens WHERE step = {step}")["n"].iloc[0]
     assert got == run.samples.query("step == @step")["n_tokens"].sum() > 0
+
+
+def test_queries_over_every_token_follow_new_lines_on_both_scan_paths(tmp_path):
+    """``run.sql`` naming tokens maps every token file into one table (read on every core); a cursor from
+    ``run.con`` scans them as a dataset. Both give the same answer, before and after the file grows."""
+    path = tmp_path / "logs" / "rollout_rank0.jsonl"
+    path.parent.mkdir()
+    first, more = records(0, 10), records(1, 6, seed=4)
+    path.write_text("".join(json.dumps(r) + "\n" for r in first))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    query = "SELECT count(*) AS n, sum(kl) AS kl FROM tokens"
+
+    def both() -> tuple:
+        mapped = run.sql(query).iloc[0]
+        assert run._token_table is not None  # the mapped table answered
+        run._token_table, kept = None, run._token_table  # a cursor made now gets the dataset instead
+        try:
+            scanned = run.con.execute(query).df().iloc[0]
+        finally:
+            run._token_table = kept
+        assert mapped["n"] == scanned["n"] and mapped["kl"] == pytest.approx(scanned["kl"])
+        return int(mapped["n"]), float(mapped["kl"])
+
+    n_first, _ = both()
+    assert n_first == run.samples["n_tokens"].sum() == sum(len(r["response_tokens"]) for r in first)
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in more))
+    assert run.refresh()
+    assert run._token_table is None  # new parts: mapped again on the next query
+    n_both, _ = both()
+    assert n_both == n_first + sum(len(r["response_tokens"]) for r in more)

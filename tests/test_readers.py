@@ -250,7 +250,7 @@ def test_unknown_format_name(tmp_path, cache_dir):
         _open(tmp_path / "rollout", cache_dir, format="verll")
 
 
-def test_chunk_query_view_is_made_once_per_cursor_and_remade_for_a_new_one():
+def test_chunk_query_view_is_made_once_per_cursor_and_remade_for_a_new_one(monkeypatch):
     """The chunk query's view is remembered per cursor; a new cursor that got an old one's id (the memo
     says "made", DuckDB says "no such view") gets the view made again, and the same answer."""
     import duckdb
@@ -258,12 +258,13 @@ def test_chunk_query_view_is_made_once_per_cursor_and_remade_for_a_new_one():
 
     from rlviz_widgets.readers import rlb
 
+    monkeypatch.setattr(rlb, "_VIEWS", {})  # earlier tests' cursors (and their ids) are gone
     db = duckdb.connect()
     cur = db.cursor()
     cur.register("raw", pa.table({"x": [1, 2, 3]}))
     sql = "SELECT x * 2 AS y FROM raw"
     assert rlb._query(cur, sql)["y"].to_pylist() == [2, 4, 6]
-    name = next(iter(rlb._VIEWS[id(cur)]))
+    (name,) = rlb._VIEWS[id(cur)]
     assert rlb._query(cur, sql)["y"].to_pylist() == [2, 4, 6]  # through the view made before
     other = db.cursor()
     other.register("raw", pa.table({"x": [5]}))
