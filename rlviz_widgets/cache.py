@@ -40,7 +40,7 @@ BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", 
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
                 "logprob_mean", "value_mean", "token_reward_sum")
 HEAD_BYTES = 4096
-MAX_PENDING_WRITES = 2  # parsed parts waiting for the Parquet writer, at most
+MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
 
 
 def _writer_pool() -> pa.MemoryPool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -583,7 +584,7 @@ class Run:
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
-        if "tokens" in query.lower():
+        if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
             self._map_token_files()
         return self.con.execute(query, params or []).df()
 

@@ -3,8 +3,10 @@
 Arrow's own file format is written as the buffers lie in memory: no encoding, no repetition
 levels, no pages. The token lists are most of a log, so this is most of the writing saved
 (profiles of a cold open: Parquet's nested encoding of these lists cost ~10% of its CPU).
-Reads map the file: taking a few samples touches only their pages, and a scan over every
-part is one pyarrow dataset, which DuckDB reads where it is registered (``register``).
+Reads map the file: taking a few samples touches only their pages. For the ``tokens`` view, every
+part's file is one pyarrow dataset (nothing opened until scanned; a file whose step range misses a
+filter is skipped) or, for queries over all tokens, one mapped table; DuckDB reads either where it is
+registered (``DuckDBPyConnection.register``, per cursor).
 """
 
 from __future__ import annotations
