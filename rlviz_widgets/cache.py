@@ -86,10 +86,13 @@ class FileCache:
     """The cache folder of one log file."""
 
     def __init__(self, root: Path, path: Path, reader_name: str):
-        key = hashlib.sha1(f"{path}|{reader_name}|{CACHE_VERSION}".encode()).hexdigest()[:20]
-        self.dir = root / "files" / key
+        self.dir = self._folder(root, path, reader_name, CACHE_VERSION)
         self.path = path
         self.reader_name = reader_name
+
+    @staticmethod
+    def _folder(root: Path, path: Path, reader_name: str, version: int) -> Path:
+        return root / "files" / hashlib.sha1(f"{path}|{reader_name}|{version}".encode()).hexdigest()[:20]
 
     def load(self) -> FileState | None:
         try:
@@ -113,6 +116,11 @@ class FileCache:
 
     def reset(self) -> FileState:
         shutil.rmtree(self.dir, ignore_errors=True)
+        # this log's cache as earlier versions of the package wrote it is never read again: without this, every
+        # version bump would leave a full copy behind
+        for version in range(1, CACHE_VERSION):
+            shutil.rmtree(self._folder(self.dir.parent.parent, self.path, self.reader_name, version),
+                          ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         return FileState(path=str(self.path), reader=self.reader_name)
 

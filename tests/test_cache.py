@@ -520,3 +520,23 @@ def test_queries_over_every_token_follow_new_lines_on_both_scan_paths(tmp_path):
     assert run._token_table is None  # new parts: mapped again on the next query
     n_both, _ = both()
     assert n_both == n_first + sum(len(r["response_tokens"]) for r in more)
+
+
+def test_a_rebuild_removes_this_logs_cache_from_earlier_package_versions(tmp_path, monkeypatch):
+    """A new CACHE_VERSION builds a new cache folder; the old one (never read again) goes when the new one is
+    made, and only that log's: another log's cache stays."""
+    logs = tmp_path / "logs"
+    write_log(logs, steps=2, samples_per_step=4, tokens=8, ranks=2)
+    rank0, rank1 = sorted(logs.glob("*.jsonl"))
+    cache = tmp_path / "cache"
+    rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)
+    rlviz_widgets.open_run(rank1, cache_dir=cache, progress=False)
+    before = {p.name for p in (cache / "files").iterdir()}
+    assert len(before) == 2
+    monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
+    run = rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)  # rebuilt under the new version
+    after = {p.name for p in (cache / "files").iterdir()}
+    old0 = cachemod.FileCache._folder(cache.resolve(), rank0.resolve(), run._reader.name, cachemod.CACHE_VERSION - 1)
+    assert old0.name in before and old0.name not in after
+    assert len(after) == 2 and len(after & before) == 1  # rank1's cache is untouched, rank0 has a new one
+    assert run.n_samples == 4
