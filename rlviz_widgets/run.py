@@ -6,6 +6,7 @@ import bisect
 import os
 import re
 import threading
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import Future
 from pathlib import Path
@@ -132,8 +133,7 @@ class Run:
         self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
         self._steps_cache: pd.DataFrame | None = None
-        self._token_parts = None  # every part's token file as one dataset (made when first needed)
-        self._token_table = None  # ... or as one mapped table (made by the first query naming tokens)
+        self._init_token_sources()
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
         self.refresh(_first=True)
 
@@ -287,8 +287,17 @@ class Run:
         return (f"SELECT * FROM ({self._samples_sql(self._parts())}) "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
 
+    def _init_token_sources(self) -> None:
+        self._token_parts = None  # every part's token file as one dataset (made when first needed)
+        self._token_table = None  # ... or as one mapped table (made by the first query naming tokens)
+        self._token_version = 0  # bumped when the parts change: part of the name cursors know them by
+        self._token_lock = threading.Lock()  # a source and its name belong to one version of the parts
+        self._cursors: weakref.WeakSet = weakref.WeakSet()  # cursors handed out, given the new files on a change
+
     def _build_views(self) -> None:
-        self._token_parts = self._token_table = None  # the parts changed: token files to be found again
+        with self._token_lock:  # the parts changed: token files to be found again, under a new name
+            self._token_parts = self._token_table = None
+            self._token_version += 1
         con = self.con
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
@@ -301,6 +310,11 @@ class Run:
                     "ORDER BY step, line, file_no")
         self._domains: dict = {}
         self._build_tokens_view()
+        for cur in list(self._cursors):  # a cursor kept by the caller reads the new token files too
+            try:
+                self._register_tokens(cur)
+            except duckdb.Error:  # closed, or busy with a query: its next one naming tokens fails (old name)
+                pass
 
     def _text(self, col: str, prompt: bool = False) -> str:
         expr = col
@@ -337,31 +351,32 @@ class Run:
                 FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {self._token_relation(lines)} r) t))"""
 
     def _token_relation(self, lines: dict | None = None) -> str:
-        """The name a cursor knows this run's token files by (``_register_tokens``): all of them, or a selection."""
-        return f"_tokens_{id(self):x}" + ("" if lines is None else "_sel")
+        """The name a cursor knows this run's token files by (``_register_tokens``): all of them (as of this
+        version of the parts), or a selection registered just before its query."""
+        return f"_tokens_{id(self):x}_" + ("sel" if lines is not None else str(self._token_version))
 
     def _register_tokens(self, cur: duckdb.DuckDBPyConnection, parts: list[tuple[int, str]] | None = None,
                          lines: dict[int, list[int]] | None = None) -> None:
         """Give ``cur`` the token files ``_tokens_sql`` reads: every part's, or only the rows of ``lines`` in
         ``parts``. Every part's is a dataset (made once per change of the parts: nothing is opened), or, once
         ``_map_token_files`` has made it, one mapped table (scanned on every core)."""
-        if lines is None:
-            if self._token_table is not None:
-                source = self._token_table
-            else:
-                if self._token_parts is None:
-                    self._token_parts = token_store.dataset([
-                        (self._file_no[p], part, steps) for p, st in self._states.items()
-                        for part, steps in zip(self._caches[p].part_paths(st), st.part_steps)])
-                source = self._token_parts
-        else:
-            source = token_store.rows(parts or [], lines)
-        cur.register(self._token_relation(lines), source)
+        if lines is not None:
+            cur.register(self._token_relation(lines), token_store.rows(parts or [], lines))
+            return
+        with self._token_lock:
+            if self._token_table is None and self._token_parts is None:
+                self._token_parts = token_store.dataset([
+                    (self._file_no[p], part, steps) for p, st in self._states.items()
+                    for part, steps in zip(self._caches[p].part_paths(st), st.part_steps)])
+            source = self._token_table if self._token_table is not None else self._token_parts
+            name = self._token_relation()
+        cur.register(name, source)
 
     def _map_token_files(self) -> None:
         """Map every token file once (per change of the parts), for queries over all tokens."""
-        if self._token_table is None and self._token_fields():
-            self._token_table = token_store.table(self._parts())
+        with self._token_lock:  # a refresh meanwhile waits, then drops this table: never a stale one kept
+            if self._token_table is None and self._token_fields():
+                self._token_table = token_store.table(self._parts())
 
     def _build_tokens_view(self) -> None:
         sql = self._tokens_sql(self._parts())
@@ -375,10 +390,14 @@ class Run:
 
         Each access gives a new cursor, so widget requests and the user's own queries never
         collide on one connection (DuckDB refuses concurrent calls on the same connection).
+        A cursor kept across ``refresh()`` is given the new token files, unless it is busy then or
+        holds an unfinished result (DuckDB refuses): its queries over ``tokens`` then fail. Take a
+        new cursor after a refresh.
         """
         cur = self._db.cursor()
         if self._token_fields():  # the ``tokens`` view reads the token files through this cursor's registration
             self._register_tokens(cur)
+            self._cursors.add(cur)
         return cur
 
     @property

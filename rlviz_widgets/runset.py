@@ -32,6 +32,7 @@ class RunSet(Run):
         self._pending: list[Problem] = []
         self._steps_cache = None
         self.generation = 0
+        self._init_token_sources()
         self._merge()
         self._build_views()
 

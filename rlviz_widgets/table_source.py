@@ -26,8 +26,9 @@ def _q(name: str) -> str:
 class TableSource:
     """Pages over a relation with a ``sample_id`` column."""
 
-    def __init__(self, db: duckdb.DuckDBPyConnection, full: str, nums: str, rows_fn=None):
+    def __init__(self, db: duckdb.DuckDBPyConnection, full: str, nums: str, rows_fn=None, cursor=None):
         self._db = db
+        self._cursor = cursor or db.cursor  # a run's cursors must come from it (they are given its token files)
         self._tag = f"_table_filter_{id(self):x}"  # several tables may share one run's database
         self.full = full  # relation with every column (texts too)
         self.nums = nums  # relation with the numeric columns only (fast to sort and count)
@@ -47,11 +48,11 @@ class TableSource:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """A fresh cursor: kernel-side requests may overlap the user's own queries."""
-        return self._db.cursor()
+        return self._cursor()
 
     @classmethod
     def from_run(cls, run) -> TableSource:
-        return cls(run._db, "samples", "_nums", rows_fn=run.rows)
+        return cls(run._db, "samples", "_nums", rows_fn=run.rows, cursor=lambda: run.con)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:

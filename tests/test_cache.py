@@ -540,3 +540,59 @@ def test_a_rebuild_removes_this_logs_cache_from_earlier_package_versions(tmp_pat
     assert old0.name in before and old0.name not in after
     assert len(after) == 2 and len(after & before) == 1  # rank1's cache is untouched, rank0 has a new one
     assert run.n_samples == 4
+
+
+def test_a_cursor_kept_across_a_refresh_reads_the_new_tokens(tmp_path):
+    """Cursors from run.con are given the token files again when the parts change (a kept cursor saw
+    the old ones: old tokens beside new samples)."""
+    path = tmp_path / "logs" / "rollout_rank0.jsonl"
+    path.parent.mkdir()
+    first, more = records(0, 10), records(1, 6, seed=4)
+    path.write_text("".join(json.dumps(r) + "\n" for r in first))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    kept = run.con
+    count = "SELECT (SELECT count(*) FROM tokens) AS t, (SELECT count(*) FROM samples) AS s"
+    assert kept.execute(count).fetchall() == [(sum(len(r["response_tokens"]) for r in first), 10)]
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in more))
+    assert run.refresh()
+    assert kept.execute(count).fetchall() == [(sum(len(r["response_tokens"]) for r in first + more), 16)]
+
+
+def test_mapping_every_token_file_during_a_refresh_keeps_no_stale_table(tmp_path, monkeypatch):
+    """run.sql maps the token files while another thread refreshes: the refresh waits for the mapping and then
+    drops it, so the next query reads the new parts too."""
+    import threading
+
+    from rlviz_widgets import token_store
+
+    path = tmp_path / "logs" / "rollout_rank0.jsonl"
+    path.parent.mkdir()
+    first, more = records(0, 10), records(1, 6, seed=4)
+    path.write_text("".join(json.dumps(r) + "\n" for r in first))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    mapping, go_on = threading.Event(), threading.Event()
+    real_table = token_store.table
+
+    def slow_table(parts):
+        out = real_table(parts)
+        mapping.set()
+        go_on.wait(5)
+        return out
+
+    monkeypatch.setattr(token_store, "table", slow_table)
+    query = "SELECT count(DISTINCT sample_id) AS n FROM tokens"
+    reader = threading.Thread(target=run.sql, args=(query,))
+    reader.start()
+    assert mapping.wait(5)  # the old parts are being mapped
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in more))
+    refresher = threading.Thread(target=run.refresh)
+    refresher.start()
+    refresher.join(0.3)
+    assert refresher.is_alive()  # it waits for the mapping
+    go_on.set()
+    reader.join(5)
+    refresher.join(5)
+    monkeypatch.setattr(token_store, "table", real_table)
+    assert run.n_samples == 16 and run.sql(query)["n"].iloc[0] == 16

@@ -40,6 +40,15 @@ def test_filter_moves_brushes_table_and_frames(view):
     assert view.table.row_count == len(s) and view.where == "" and view.reward is None
 
 
+def test_a_where_filter_may_ask_the_tokens_view(view):
+    """The table's cursors come from the run, so SQL over tokens works in a filter as it does in run.sql."""
+    cond = "sample_id IN (SELECT sample_id FROM tokens WHERE kl > 0.05)"
+    want = set(view.run.sql(f"SELECT sample_id FROM samples WHERE {cond}")["sample_id"])
+    view.filter(where=cond)
+    assert 0 < view.table.row_count == len(want) < view.run.n_samples
+    assert set(view.filtered.sample_id) == want
+
+
 def test_brush_from_the_chart_reaches_the_traits(view):
     view.chart.selections = {"steps_brush": {"step": [1.2, 3.7]}, "reward_brush": {"bin_start": [-1, 1]}}
     assert view.steps == (1.2, 3.7) and view.reward == (-1.0, 1.0)
