@@ -173,8 +173,13 @@ class Run:
                 pending += p
                 if not _first:
                     new_problems += [Problem(state.path, *q) for q in state.problems[before:]]
-            elif state.consumed < state.size:
-                pending += self._pending_for(state)
+            else:
+                old = self._states.get(str(c.path))
+                if old is not None and old.parts != state.parts:  # emptied: its cache was reset, parts and all
+                    changed = True
+                    new_problems += [Problem(state.path, *q) for q in state.problems]
+                if state.consumed < state.size:
+                    pending += self._pending_for(state)
             self._states[str(c.path)] = state
             self._caches[str(c.path)] = c
         self._pending = pending

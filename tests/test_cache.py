@@ -596,3 +596,21 @@ def test_mapping_every_token_file_during_a_refresh_keeps_no_stale_table(tmp_path
     refresher.join(5)
     monkeypatch.setattr(token_store, "table", real_table)
     assert run.n_samples == 16 and run.sql(query)["n"].iloc[0] == 16
+
+
+def test_a_log_emptied_while_open_is_read_as_empty_on_refresh(tmp_path):
+    """A job restarted over its log truncates it: refresh drops its samples and says so (before, the views still
+    named the parts the reset had removed, and every query failed), and reads it again once it refills."""
+    path = tmp_path / "logs" / "rollout_rank0.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(0, 5)))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    assert run.n_samples == 5
+    path.write_text("")
+    with pytest.warns(LogWarning, match="empty"):
+        assert run.refresh()
+    assert run.n_samples == len(run.samples) == 0 and len(run.sql("SELECT * FROM tokens")) == 0
+    assert run.problems["kind"].tolist() == ["empty_file"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(1, 3, seed=9)))
+    assert run.refresh()
+    assert run.n_samples == 3 and set(run.samples["step"]) == {1} and run.problems.empty
