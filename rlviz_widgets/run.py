@@ -303,6 +303,11 @@ class Run:
         with self._token_lock:  # the parts changed: token files to be found again, under a new name
             self._token_parts = self._token_table = None
             self._token_version += 1
+        for cur in list(self._cursors):  # a cursor kept by the caller reads the new token files too
+            try:
+                self._register_tokens(cur)
+            except duckdb.Error:  # closed, or busy with a query: its next one naming tokens fails (old name)
+                pass
         con = self.con
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
@@ -314,12 +319,7 @@ class Run:
         con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
                     "ORDER BY step, line, file_no")
         self._domains: dict = {}
-        self._build_tokens_view()
-        for cur in list(self._cursors):  # a cursor kept by the caller reads the new token files too
-            try:
-                self._register_tokens(cur)
-            except duckdb.Error:  # closed, or busy with a query: its next one naming tokens fails (old name)
-                pass
+        self._build_tokens_view(con)
 
     def _text(self, col: str, prompt: bool = False) -> str:
         expr = col
@@ -364,15 +364,17 @@ class Run:
                          lines: dict[int, list[int]] | None = None) -> None:
         """Give ``cur`` the token files ``_tokens_sql`` reads: every part's, or only the rows of ``lines`` in
         ``parts``. Every part's is a dataset (made once per change of the parts: nothing is opened), or, once
-        ``_map_token_files`` has made it, one mapped table (scanned on every core)."""
+        ``_map_token_files`` has made it, one mapped table (scanned on every core). Nothing for a run without
+        token arrays (its ``tokens`` SQL reads no files)."""
+        if not self._token_fields():
+            return
         if lines is not None:
             cur.register(self._token_relation(lines), token_store.rows(parts or [], lines))
             return
         with self._token_lock:
             if self._token_table is None and self._token_parts is None:
-                self._token_parts = token_store.dataset([
-                    (self._file_no[p], part, steps) for p, st in self._states.items()
-                    for part, steps in zip(self._caches[p].part_paths(st), st.part_steps)])
+                steps = (s for st in self._states.values() for s in st.part_steps)  # in the order of _parts()
+                self._token_parts = token_store.dataset([(n, p, s) for (n, p), s in zip(self._parts(), steps)])
             source = self._token_table if self._token_table is not None else self._token_parts
             name = self._token_relation()
         cur.register(name, source)
@@ -383,9 +385,9 @@ class Run:
             if self._token_table is None and self._token_fields():
                 self._token_table = token_store.table(self._parts())
 
-    def _build_tokens_view(self) -> None:
+    def _build_tokens_view(self, con: duckdb.DuckDBPyConnection) -> None:
         sql = self._tokens_sql(self._parts())
-        self.con.execute(f"""CREATE OR REPLACE VIEW tokens AS
+        con.execute(f"""CREATE OR REPLACE VIEW tokens AS
             SELECT t.* FROM ({sql}) t SEMI JOIN _nums i ON t.sample_id = i.sample_id""")
 
     # -- frames ----------------------------------------------------------------------------
@@ -400,9 +402,8 @@ class Run:
         new cursor after a refresh.
         """
         cur = self._db.cursor()
-        if self._token_fields():  # the ``tokens`` view reads the token files through this cursor's registration
-            self._register_tokens(cur)
-            self._cursors.add(cur)
+        self._register_tokens(cur)  # the ``tokens`` view reads the token files through this cursor's registration
+        self._cursors.add(cur)
         return cur
 
     @property

@@ -93,12 +93,10 @@ class RunSet(Run):
     def _register_tokens(self, cur, parts=None, lines=None) -> None:
         if lines is None:  # the view's source: each run's every part
             for r in self.runs.values():
-                if r._token_fields():
-                    r._register_tokens(cur)
+                r._register_tokens(cur)
             return
         for _, r, mine, sub in self._split(parts, lines):
-            if r._token_fields():
-                r._register_tokens(cur, mine, sub)
+            r._register_tokens(cur, mine, sub)
 
     def _map_token_files(self) -> None:
         for r in self.runs.values():

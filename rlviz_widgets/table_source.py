@@ -6,7 +6,7 @@ Works over a Run (numbers in memory, texts read by row group on demand) or any D
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import duckdb
 import pandas as pd
@@ -26,9 +26,8 @@ def _q(name: str) -> str:
 class TableSource:
     """Pages over a relation with a ``sample_id`` column."""
 
-    def __init__(self, db: duckdb.DuckDBPyConnection, full: str, nums: str, rows_fn=None, cursor=None):
-        self._db = db
-        self._cursor = cursor or db.cursor  # a run's cursors must come from it (they are given its token files)
+    def __init__(self, cursor: Callable[[], duckdb.DuckDBPyConnection], full: str, nums: str, rows_fn=None):
+        self._cursor = cursor  # a run's cursors must come from it (they are given its token files)
         self._tag = f"_table_filter_{id(self):x}"  # several tables may share one run's database
         self.full = full  # relation with every column (texts too)
         self.nums = nums  # relation with the numeric columns only (fast to sort and count)
@@ -52,7 +51,7 @@ class TableSource:
 
     @classmethod
     def from_run(cls, run) -> TableSource:
-        return cls(run._db, "samples", "_nums", rows_fn=run.rows, cursor=lambda: run.con)
+        return cls(lambda: run.con, "samples", "_nums", rows_fn=run.rows)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:
@@ -68,7 +67,7 @@ class TableSource:
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
                 if not (t.startswith("VARCHAR") or t.endswith("[]") or t.startswith("STRUCT") or t.startswith("MAP"))]
         con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)} FROM samples")
-        return cls(con, "samples", "_nums")
+        return cls(con.cursor, "samples", "_nums")
 
     # -- columns -----------------------------------------------------------------------------
     def default_columns(self) -> list[str]:
