@@ -36,10 +36,11 @@ def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndar
     counts = np.diff(offsets)
     ok = np.isfinite(vals)
     if ok.all():  # the usual case: one pass, no masks
-        if not len(vals):
-            return np.zeros(len(counts)), counts
-        sums = np.add.reduceat(vals, np.minimum(offsets[:-1], len(vals) - 1), dtype=np.float64)
-        return np.where(counts > 0, sums, 0.0), counts
+        sums = np.zeros(len(counts))
+        rows = counts > 0
+        if rows.any():  # reduceat over the non-empty rows only: each one's segment ends where the next begins
+            sums[rows] = np.add.reduceat(vals, offsets[:-1][rows], dtype=np.float64)
+        return sums, counts
     csum = np.concatenate([[0.0], np.cumsum(np.where(ok, vals, 0.0), dtype=np.float64)])
     ccnt = np.concatenate([[0], np.cumsum(ok)])
     return csum[offsets[1:]] - csum[offsets[:-1]], ccnt[offsets[1:]] - ccnt[offsets[:-1]]

@@ -225,6 +225,46 @@ def test_tokens_rows_and_derived_metrics(synth):
     assert len(run.tokens([])) == 0
 
 
+def test_reductions_with_samples_lacking_token_arrays(open_run, tmp_path):
+    """Records without token arrays (or with empty ones, or without the optional values) mixed in, in any order:
+    each sample's reductions are those of its own tokens. A run of such records at the end of a batch once
+    cut the last values off the sample before them."""
+    rng = np.random.default_rng(7)
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    recs = []
+    for i in range(400):
+        rec = {"prompt": f"p{i}", "response": f"r{i}", "reward": float(i % 5), "step": i // 40}
+        kind = rng.integers(0, 4)
+        if kind:  # 0: a sample-level record, no arrays at all
+            n = int(rng.integers(0, 6)) if kind == 1 else int(rng.integers(1, 6))
+            rec["response_tokens"] = [f"t{j}" for j in range(n)]
+            rec["logprobs"] = rng.normal(-1, 0.5, n).tolist()
+            rec["ref_logprobs"] = rng.normal(-1, 0.5, n).tolist()
+            if kind == 3:
+                rec["values"] = rng.normal(0, 1, n).tolist()
+                rec["token_rewards"] = rng.normal(0, 1, n).tolist()
+        recs.append(rec)
+    (folder / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    s = open_run(folder).samples.sort_values("line")
+    assert len(s) == len(recs)
+    for rec, row in zip(recs, s.itertuples()):
+        if not rec.get("logprobs"):
+            assert np.isnan(row.logprob_mean) and np.isnan(row.kl_sum)
+            continue
+        lp, rp = f32(rec["logprobs"]), f32(rec["ref_logprobs"])
+        lr = lp - rp
+        assert row.n_tokens == len(lp)
+        assert row.logprob_mean == pytest.approx(lp.mean(), rel=1e-9)
+        assert row.log_ratio_sum == pytest.approx(lr.sum(), rel=1e-9, abs=1e-12)
+        assert row.kl_sum == pytest.approx((np.exp(lr) - 1 - lr).sum(), rel=1e-9, abs=1e-12)
+        if "values" in rec:
+            assert row.value_mean == pytest.approx(f32(rec["values"]).mean(), rel=1e-9, abs=1e-12)
+            assert row.token_reward_sum == pytest.approx(f32(rec["token_rewards"]).sum(), rel=1e-9, abs=1e-12)
+        else:
+            assert np.isnan(row.value_mean) and np.isnan(row.token_reward_sum)
+
+
 def test_sql_over_samples_and_tokens(synth):
     run, files, recs = synth
     per_step = run.sql("SELECT step, count(*) AS n, avg(reward) AS r FROM samples GROUP BY step ORDER BY step")
