@@ -221,3 +221,88 @@ def test_byte_order_mark_and_crlf_lines_are_read(tmp_path, cache_dir):
         mine = s[s["file"].str.endswith(name)].sort_values("line")
         assert mine["line"].tolist() == [1, 2, 3]
         assert mine["reward"].tolist() == [r["reward"] for r in recs]
+
+
+def test_steps_beyond_64_bits_are_reported_and_big_ones_exact(tmp_path, cache_dir):
+    """A step past the 64-bit range once made DuckDB refuse the whole chunk (the open crashed); one past 2**53
+    was rounded through a double."""
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [
+        rec(0, 0, {"step": 2 ** 70}), rec(0, 1, {"step": 2 ** 53 + 1}), rec(0, 2, {"step": 2 ** 63 - 1}),
+        rec(0, 3, {"step": -2 ** 64}), rec(0, 4, {"step": "9007199254740993"}), rec(0, 5)])
+    run, warned = open_recording(f, cache_dir)
+    p = str(f.resolve())
+    assert located(run) == {(p, 1, "wrong_type"), (p, 4, "wrong_type"), (p, 5, "wrong_type")}  # 5: a string
+    assert "1180591620717411303424" in run.problems.sort_values("line")["message"].iloc[0]
+    assert run.samples.sort_values("line")["step"].tolist() == [2 ** 53 + 1, 2 ** 63 - 1, 2 ** 53 + 1, 0]
+    assert len(warned) == 1
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_keys_differing_only_in_case_or_empty(tmp_path, cache_dir, where):
+    """DuckDB's JSON transform takes a struct, whose field names ignore case and may not be empty: a ``Prompt``
+    beside ``prompt``, an ``Acc`` beside ``acc`` or a ``""`` key once made it refuse every record (even inside
+    a nested object, which is never read)."""
+    odd = {"Prompt": "other", "acc": 1, "Acc": 2, "": 3}
+    recs = [rec(0, i, odd if where == "top" else {"meta": odd}) for i in range(3)] + [rec(0, 3)]
+    f = write_lines(tmp_path / "logs" / "x.jsonl", recs)
+    run, _ = open_recording(f, cache_dir, pad_token=None)
+    s = run.samples.sort_values("line")
+    assert len(s) == 4
+    assert s["prompt"].tolist() == [r["prompt"] for r in recs]
+    p = str(f.resolve())
+    if where == "top":
+        assert located(run) == {(p, n, "unnamed_field") for n in (1, 2, 3)} | {(p, 1, "renamed_field")}
+        assert s["acc"].tolist()[:3] == [1, 1, 1]
+        # Acc and Prompt keep their own columns (DuckDB's names ignore case: "Acc" may not be "acc")
+        renamed = [c for c in s.columns if c.startswith("Acc_")]
+        assert len(renamed) == 1 and s[renamed[0]].tolist()[:3] == [2, 2, 2]
+        assert s["Prompt_"].tolist()[:3] == ["other"] * 3
+    else:
+        assert run.problems.empty
+
+
+def test_odd_keys_and_nesting_are_reported_not_fatal(tmp_path, cache_dir):
+    """A key with a lone surrogate escape (no key DuckDB can read) and a line nested past Python's parser are
+    each reported; the lines around them are kept."""
+    good = [json.dumps(rec(0, i)) for i in range(3)]
+    surrogate = good[0][:-1] + ', "k\\ud800": 1}'
+    deep = "[" * 3000 + "]" * 3000
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [good[0], surrogate, good[1], deep, good[2]])
+    run, warned = open_recording(f, cache_dir)
+    p = str(f.resolve())
+    assert located(run) == {(p, 2, "malformed_json"), (p, 4, "malformed_json")}
+    assert run.samples["line"].sort_values().tolist() == [1, 3, 5]
+    assert len(warned) == 1
+
+
+def test_keys_found_after_any_whitespace_and_colliding_names_kept(tmp_path, cache_dir):
+    """Custom fields with tabs or several blanks before the colon were not found (their values silently gone);
+    two keys whose cleaned names are one (``a b`` and ``a-b``) each keep their values, one renamed and
+    reported; names in other scripts stay readable."""
+    r = rec(0, 0)
+    body = json.dumps(r)[:-1] + ', "em"\t: 0.5, "f1"    : 0.7, "a b": 1, "a-b": 2, "ü": 3, "準確": 4}'
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [body, rec(0, 1)])
+    run, _ = open_recording(f, cache_dir)
+    s = run.samples.sort_values("line").iloc[0]
+    assert (s["em"], s["f1"], s["a_b"], s["ü"], s["準確"]) == (0.5, 0.7, 1, 3, 4)
+    renamed = [c for c in run.samples.columns if c.startswith("a_b_")]
+    assert len(renamed) == 1 and s[renamed[0]] == 2
+    assert located(run) == {(str(f.resolve()), 1, "renamed_field")}
+    assert "'a-b'" in run.problems["message"].iloc[0]
+
+
+def test_auto_format_looks_past_a_bad_first_record(tmp_path, cache_dir):
+    f = write_lines(tmp_path / "logs" / "rank0.jsonl", [{}, rec(0, 1), rec(0, 2)])
+    run, _ = open_recording(tmp_path / "logs", cache_dir)
+    assert len(run.samples) == 2
+    assert located(run) == {(str(f.resolve()), 1, "missing_step")}
+
+
+def test_nan_in_custom_fields_is_reported_and_left_empty(tmp_path, cache_dir):
+    body = json.dumps(rec(0, 0))[:-1] + ', "kl_coef": Infinity, "em": NaN}'
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [body, rec(0, 1, {"kl_coef": 0.1, "em": 1})])
+    run, warned = open_recording(f, cache_dir)
+    s = run.samples.sort_values("line")
+    assert s["kl_coef"].isna().tolist() == [True, False] and s["em"].isna().tolist() == [True, False]
+    assert sorted(run.problems["message"]) == ["em is NaN: left empty", "kl_coef is Infinity: left empty"]
+    assert located(run) == {(str(f.resolve()), 1, "nan")} and len(warned) == 1

@@ -66,27 +66,31 @@ def by_fields(rec: dict) -> str | None:
 
 
 def first_record(path: Path) -> dict | None:
-    """The first JSON object of a file (its columns, for Parquet), or None."""
+    """The first JSON object of a file that some format knows (its columns, for Parquet); else its first JSON
+    object (a bad first record, ``{}``, must not hide the good ones after it), or None."""
     if path.suffix == ".parquet":
         try:
             return dict.fromkeys(pq.read_schema(path).names)
         except Exception:  # noqa: BLE001 - an unreadable file simply gives no evidence
             return None
+    first = None
     try:
         with open(path, "rb") as f:
             for _ in range(MAX_LINES):
                 line = f.readline()
                 if not line:
-                    return None
+                    break
                 try:
                     rec = json.loads(line.decode("utf-8", errors="replace").strip().lstrip("\ufeff") or "null")
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(rec, dict):
-                    return rec
+                    if by_fields(rec) is not None:
+                        return rec
+                    first = rec if first is None else first
     except OSError:
-        return None
-    return None
+        pass
+    return first
 
 
 def detect(source, columns: dict | None = None) -> str:

@@ -1,6 +1,6 @@
 """Every top-level key of a chunk of JSON lines, found from the bytes with numpy (no JSON parse).
 
-A key is a string followed by a colon (after at most two spaces). So the search starts from the
+A key is a string followed by a colon (after any JSON whitespace). So the search starts from the
 colons, which are rare in rollout logs (unlike quotes: every token string has two), keeps those
 right after an unescaped quote, and walks back to the opening quote. That finds every real key
 (none is missed) plus, rarely, a string value holding '": ' (a harmless extra candidate, whose
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..lines import find_byte
 
-QUOTE, COLON, SPACE, BACKSLASH = 34, 58, 32, 92
+QUOTE, COLON, SPACE, TAB, CR, BACKSLASH = 34, 58, 32, 9, 13, 92
 MAX_READS = 8  # keys read per group before the rest of it is read one by one
 
 
@@ -37,17 +37,24 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
         colons = find_byte(data, COLON)
     else:
         colons = colons[(colons >= offsets[0]) & (colons < offsets[-1])] - offsets[0]
-    ends = []  # closing quotes followed by a colon, directly or after one or two spaces
+    ends = []  # closing quotes followed by a colon, directly or after one or two blanks
     for gap in (0, 1, 2):
         c = colons[colons > gap + 1]
         ok = data[c - gap - 1] == QUOTE
         for k in range(1, gap + 1):
-            ok &= data[c - k] == SPACE
+            ok &= _blank(data[c - k])
         ends.append(c[ok] - gap - 1)
+    slow = []  # candidates resolved in Python: keys with escapes, longer than the window, or far from their colon
+    c = colons[colons > 2]
+    for at in c[_blank(data[c - 1]) & _blank(data[c - 2]) & _blank(data[c - 3])].tolist():  # 3+ blanks: rare
+        at -= 3
+        while at > 0 and _blank(data[at - 1]):
+            at -= 1
+        if at > 0 and data[at - 1] == QUOTE:
+            slow.append(at - 1)
     end = np.concatenate(ends)
-    if not len(end):
+    if not len(end) and not slow:
         return set()
-    slow = []  # candidates resolved in Python: keys with escapes or longer than the window
     escaped = data[end - 1] == BACKSLASH
     if escaped.any():  # \" closes nothing; \\" (a key ending in a backslash) is looked at closely
         double = escaped & (data[np.maximum(end - 2, 0)] == BACKSLASH)
@@ -62,10 +69,16 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
         if "\\" in text:  # escaped characters: let the JSON parser spell the key
             try:
                 text = json.loads('"' + text + '"')
-            except ValueError:
+                text.encode()  # a lone surrogate (\\ud800) is no key DuckDB can read: its line is reported
+            except (ValueError, UnicodeEncodeError):
                 continue
         keys.add(text)
     return keys
+
+
+def _blank(b):
+    """Whether the byte(s) ``b`` are JSON whitespace (a line holds no newline)."""
+    return (b == SPACE) | (b == TAB) | (b == CR)
 
 
 def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:

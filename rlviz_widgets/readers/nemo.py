@@ -14,7 +14,7 @@ training policy's, not a reference model's).
 
 from __future__ import annotations
 
-from .rlb import RLBReader, _q, json_number
+from .rlb import RLBReader, json_number
 
 TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
 
@@ -24,8 +24,8 @@ class NemoReader(RLBReader):
     file_pattern = r"^train_data_step\d+\.jsonl$"
     step_pattern = r"data_step(\d+)\.jsonl$"
 
-    def _extra(self, key: str) -> str:
-        return f"CASE WHEN json_type(r.{_q(key)}) = 'ARRAY' THEN r.{_q(key)}->'$[0]' ELSE r.{_q(key)} END"
+    def _unwrap(self, value: str) -> str:
+        return f"CASE WHEN json_type({value}) = 'ARRAY' THEN {value}->'$[0]' ELSE {value} END"
 
     def _spec(self, keys):
         schema, ex, used = super()._spec(keys)

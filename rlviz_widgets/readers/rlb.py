@@ -32,7 +32,7 @@ RESERVED = KNOWN | {"group_id", "advantage",
                     "sample_id", "file", "line", "n_tokens", "response_chars", "reward_gap", "file_no", "tokens",
                     "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean", "value_mean",
                     "token_reward_sum"}
-_SAFE = re.compile(r"[^0-9A-Za-z_]+")
+_SAFE = re.compile(r"\W+")  # letters and digits of any script stay
 _BRACE = ord("{")
 
 
@@ -98,7 +98,7 @@ def signature(columns: dict[str, str], tokenizer) -> str:
 def extra_column(key: str) -> str:
     """The samples column a custom scalar field lands in."""
     name = _SAFE.sub("_", key).strip("_") or "field"
-    return name + "_" if name in RESERVED else name
+    return name + "_" if name.lower() in RESERVED else name
 
 
 class RLBReader:
@@ -160,8 +160,12 @@ class RLBReader:
         return schema, ex, used
 
     def _extra(self, key: str) -> str:
-        """The JSON value of a custom field (formats that wrap values unwrap them here)."""
-        return f"r.{_q(key)}"
+        """The JSON value of a custom field."""
+        return self._unwrap(f"r.{_q(key)}")
+
+    def _unwrap(self, value: str) -> str:
+        """A custom field's JSON value as the format means it (formats that wrap values unwrap them here)."""
+        return value
 
     def _step(self, expr: str) -> str:
         """A record's step as JSON, falling back on the file name's step."""
@@ -195,6 +199,12 @@ class RLBReader:
             except (duckdb.Error, UnicodeDecodeError):
                 # some lines are not JSON (or not UTF-8): locate them; keep what can be kept
                 bad = np.array([n for (n,) in con.execute("SELECT line FROM raw WHERE NOT json_valid(j)").fetchall()])
+                if not len(bad):  # valid JSON that DuckDB still refuses: find the records it refuses
+                    table, raw = self._transform_apart(con, raw, keys, problems)
+                    if table is None:
+                        con.unregister("raw")
+                        return None, problems
+                    break
                 idx = np.searchsorted(raw["line"].to_numpy(), bad)
                 raw = _repair(raw, idx, problems, strict=attempt > 0)
         else:
@@ -203,10 +213,37 @@ class RLBReader:
         con.unregister("raw")
         return table, problems
 
+    def _transform_apart(self, con: duckdb.DuckDBPyConnection, raw: pa.Table, keys: set[str],
+                         problems: list[list]) -> tuple[pa.Table | None, pa.Table]:
+        """(the transform, the lines kept) of lines that are valid JSON but that DuckDB refuses as a whole:
+        halved until the records it refuses are found one by one; each is reported and left out, the rest
+        kept. Registers the kept lines as ``raw`` (the checks after the transform read them)."""
+        tables, refused, todo = [], [], [raw]
+        while todo:
+            part = todo.pop()
+            con.register("raw", part)
+            try:
+                tables.append(self._transform(con, keys)[0])
+            except (duckdb.Error, UnicodeDecodeError) as e:
+                if part.num_rows > 1:
+                    half = part.num_rows // 2
+                    todo += [part.slice(half), part.slice(0, half)]  # first half first: tables stay in line order
+                else:
+                    n = int(part["line"][0].as_py())
+                    refused.append(n)
+                    problems.append([n, "unreadable", f"valid JSON that could not be read: {_short(str(e), 160)}"])
+        keep = raw.filter(pc.invert(pc.is_in(raw["line"], pa.array(refused, pa.int64()))))
+        con.register("raw", keep)
+        return (pa.concat_tables(tables) if tables else None), keep
+
     def _transform(self, con: duckdb.DuckDBPyConnection, keys: set[str]) -> tuple[pa.Table, set[str]]:
         schema, ex, used = self._spec(keys)
-        extras = sorted(k for k in keys if k not in used)
+        extras, by_path = _split_extras(schema, sorted(k for k in keys if k not in used))
         schema.update({k: "JSON" for k in extras})
+        extras = sorted(extras + by_path)
+        src = {k: self._extra(k) for k in extras}
+        # keys json_transform cannot take (the same name in another case as a key it has): looked up one by one
+        src.update({k: self._unwrap(f"json_extract(j, {_lit(_path(k))})") for k in by_path})
         step = self._step(ex["step"])
 
         def number(f: str) -> str:
@@ -217,35 +254,43 @@ class RLBReader:
                     f"WHEN NOT isfinite({d}) THEN 'nan' END AS _p_{f}, "
                     f"CASE WHEN {d} IS NULL OR NOT isfinite({d}) THEN {x} END AS _v_{f}")
 
+        # custom fields by position in the SQL (DuckDB's names ignore case: "_n_acc" and "_n_Acc" would be one),
+        # renamed after it: _n_{key} the number, _s_{key} the text, _f_{key} a NaN/Infinity given (left empty)
         extra_sel = ""
-        for k in extras:
-            x, d = _q(f"_x_e_{k}"), _num(_q(f"_x_e_{k}"))
-            extra_sel += f""", CASE WHEN {d} IS NOT NULL THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
-                       WHEN {x} = 'false' THEN 0.0::DOUBLE END AS {_q('_n_' + k)},
-                  CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' END AS {_q('_s_' + k)}"""
+        for i in range(len(extras)):
+            x, d = f"_x_e_{i}", _num(f"_x_e_{i}")
+            extra_sel += f""", CASE WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
+                       WHEN {x} = 'false' THEN 0.0::DOUBLE END AS _n_{i},
+                  CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' END AS _s_{i},
+                  CASE WHEN NOT isfinite({d}) THEN {x} END AS _f_{i}"""
         texts = {"_x_step": step, "_x_reward": ex["reward"], "_x_ref_reward": ex["ref_reward"],
-                 "_x_gt": ex["ground_truth"], **{f"_x_e_{k}": self._extra(k) for k in extras}}
+                 "_x_gt": ex["ground_truth"], **{f"_x_e_{i}": src[k] for i, k in enumerate(extras)}}
         # a string step is read as a number (and reported); 3.0 is 3; anything else skips the record
         sx, sd = "_x_step", _num("_x_step")
         ss = _num("(_x_step::JSON->>'$')")
         whole = f"({sd} = round({sd}) AND isfinite({sd}))"  # an integral number
+        # read as an integer from the text (exact past 2**53; NULL past the 64-bit range, which the DOUBLE
+        # cast would make an error), once the DOUBLE says it is integral (the integer cast rounds 3.5)
+        sx_int, ss_int = f"TRY_CAST({sx} AS BIGINT)", "TRY_CAST((_x_step::JSON->>'$') AS BIGINT)"
         helpers = "".join(f", {v} AS {_q(k)}" for k, v in ex.items() if k.startswith("_"))  # for _post
         table = _query(con, f"""
             SELECT line,
-                   CASE WHEN {whole} THEN {sd}::BIGINT
-                        WHEN starts_with({sx}, '"') AND {ss} = round({ss}) AND isfinite({ss}) THEN {ss}::BIGINT
+                   CASE WHEN {whole} THEN {sx_int}
+                        WHEN starts_with({sx}, '"') AND {ss} = round({ss}) AND isfinite({ss}) THEN {ss_int}
                         END AS step,
                    CASE WHEN {sx} IS NULL OR {sx} = 'null' THEN 'missing' WHEN starts_with({sx}, '"') THEN 'VARCHAR'
-                        WHEN NOT {whole} OR {sd} IS NULL THEN 'other' END AS _p_step,
-                   CASE WHEN NOT {whole} OR {sd} IS NULL THEN {sx} END AS _v_step,
+                        WHEN NOT {whole} OR {sd} IS NULL OR {sx_int} IS NULL THEN 'other' END AS _p_step,
+                   CASE WHEN NOT {whole} OR {sd} IS NULL OR {sx_int} IS NULL THEN {sx} END AS _v_step,
                    {ex['prompt']} AS prompt, {ex['response']} AS response, {number('reward')},
                    {ex['ref_response']} AS ref_response, {number('ref_reward')},
                    {_text_of("_x_gt")} AS ground_truth,
                    {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
                    {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
             FROM (SELECT line, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
-                  FROM (SELECT line, json_transform(j, {_lit(json.dumps(schema))}) AS r FROM raw))""")
-        return table, used
+                  FROM (SELECT line, {'j, ' if by_path else ''}json_transform(j, {_lit(json.dumps(schema))}) AS r
+                        FROM raw))""")
+        names = {f"_{c}_{i}": f"_{c}_{k}" for i, k in enumerate(extras) for c in "nsf"}
+        return table.rename_columns([names.get(c, c) for c in table.column_names]), used
 
     def _post(self, t: pa.Table) -> pa.Table:
         """Python-side fixes after the SQL (token ids spelled as strings)."""
@@ -319,18 +364,34 @@ class RLBReader:
         for name in ("group_id", "advantage"):  # optional: only where the log has them
             if t[name].null_count < t.num_rows:
                 out[name] = t[name]
-        for name in t.column_names:
+        if "" in keys:  # a field with an empty name: no column can be named after it
+            there = con.execute("SELECT line FROM raw WHERE list_contains(json_keys(j), '')").fetchall()
+            problems += [[n, "unnamed_field", "a field with an empty name: its value is not kept"] for (n,) in there]
+        kept = t["line"].to_numpy()  # the lines of the records kept (``line`` and ``step_ok``: of them all)
+        taken = {c.lower() for c in (*out, "tokens", *ARRAYS)}  # DuckDB's column names ignore case
+        # lower-case keys first: where two differ only in case, "acc" keeps its name and "Acc" is renamed
+        for name in sorted(t.column_names, key=lambda c: (c != c.lower(), c)):
             if name.startswith("_n_"):
                 key = name[3:]
                 nums, strs = t[name], t["_s_" + key]
+                for i in np.flatnonzero(_mask(t["_f_" + key].is_valid())).tolist():
+                    problems.append([int(kept[i]), "nan", f"{_short(key)} is {t['_f_' + key][i].as_py()}: left empty"])
                 if nums.null_count == len(nums) and strs.null_count == len(strs):
                     continue  # no scalar value here (lists, objects, or a key candidate that is not one)
                 if strs.null_count == len(strs):
-                    out[extra_column(key)] = nums
+                    values = nums
                 elif nums.null_count == len(nums):
-                    out[extra_column(key)] = strs
+                    values = strs
                 else:  # mixed: keep everything as text
-                    out[extra_column(key)] = pc.coalesce(strs, pc.cast(nums, pa.string()))
+                    values = pc.coalesce(strs, pc.cast(nums, pa.string()))
+                column = extra_column(key)
+                if column.lower() in taken:  # another key got that name ("a b" and "a-b"): this one is renamed
+                    column = f"{column}_{hashlib.sha1(key.encode()).hexdigest()[:6]}"
+                    first = int(kept[np.flatnonzero(_mask(values.is_valid()))[0]])
+                    problems.append([first, "renamed_field", f"field {_short(key)!r} is kept as column {column} "
+                                                             f"(its plain name is another field's)"])
+                taken.add(column.lower())
+                out[column] = values
         for f in ("tokens", *ARRAYS):
             out[f] = t[f]
         return pa.table(out)
@@ -372,6 +433,28 @@ class RLBReader:
 
 
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
+
+
+def _split_extras(schema: dict[str, str], keys: list[str]) -> tuple[list[str], list[str]]:
+    """(custom keys json_transform can take, keys to look up by path). Its schema is a struct, whose field
+    names DuckDB compares ignoring case: a second ``Acc`` beside ``acc`` (or ``Prompt`` beside ``prompt``)
+    would make it refuse every record. An empty key has neither: no column can be named after it."""
+    taken = {k.lower() for k in schema}
+    direct, by_path = [], []
+    for k in keys:
+        if not k:
+            continue
+        if k.lower() in taken:
+            by_path.append(k)
+        else:
+            taken.add(k.lower())
+            direct.append(k)
+    return direct, by_path
+
+
+def _path(key: str) -> str:
+    """A JSON path naming one top-level key (DuckDB's ``$."..."``, inner quotes escaped)."""
+    return '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
@@ -417,7 +500,7 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
             continue
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's parser goes
             problems.append([n, "malformed_json", _json_error(text)])
             continue
         if not isinstance(obj, dict):
@@ -451,4 +534,6 @@ def _json_error(text: str) -> str:
         json.loads(text)
     except ValueError as e:
         return f"not valid JSON ({e}): {_short(text.strip(), 60)!r}"
+    except RecursionError:
+        return f"nested too deeply to read: {_short(text.strip(), 60)!r}"
     return f"not valid JSON: {_short(text.strip(), 60)!r}"
