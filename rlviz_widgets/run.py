@@ -81,6 +81,15 @@ def _connect_in_background() -> Future:
     return future
 
 
+def _settle(future: Future) -> None:
+    """Wait for a connection being made in the background, when what needed it failed: a thread still inside
+    DuckDB when the interpreter exits aborts the process (exit code 134, after the caller's traceback)."""
+    try:
+        future.result()
+    except BaseException:  # noqa: BLE001 - the caller's error is the one to raise
+        pass
+
+
 def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
              pad_token: str | None = "<PAD>",
              system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
@@ -113,6 +122,15 @@ class Run:
                  system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
                  steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
         self._db_future = _connect_in_background()
+        try:
+            self._open(source, format, columns, tokenizer, pad_token, system_prompt_end, max_samples_per_step,
+                       steps, cache_dir, progress)
+        except BaseException:
+            _settle(self._db_future)
+            raise
+
+    def _open(self, source, format, columns, tokenizer, pad_token, system_prompt_end, max_samples_per_step, steps,
+              cache_dir, progress) -> None:
         if format == "auto":
             format = detect(source, columns)
         if format not in READERS:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .problems import Problem
-from .run import Run, _connect_in_background, _lit, open_run
+from .run import Run, _connect_in_background, _lit, _settle, open_run
 
 
 class RunSet(Run):
@@ -33,8 +33,12 @@ class RunSet(Run):
         self._steps_cache = None
         self.generation = 0
         self._init_token_sources()
-        self._merge()
-        self._build_views()
+        try:
+            self._merge()
+            self._build_views()
+        except BaseException:
+            _settle(self._db_future)
+            raise
 
     @classmethod
     def open(cls, sources: dict, **options) -> RunSet:

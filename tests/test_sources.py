@@ -50,6 +50,20 @@ def test_missing_path_raises_naming_it(tmp_path):
     assert issubclass(NoLogsError, FileNotFoundError)
 
 
+def test_a_failed_open_exits_cleanly(tmp_path):
+    """The database is made in a thread while the open starts; an open that fails at once must not leave that
+    thread inside DuckDB at exit, which aborted the interpreter (exit code 134) after the traceback."""
+    import subprocess
+    import sys
+
+    code = ("import rlviz_widgets as rw\ntry:\n    rw.open_run(%r, cache_dir=%r, progress=False)\n"
+            "except rw.NoLogsError:\n    print('raised')\n") % (str(tmp_path / "missing"), str(tmp_path / "c"))
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert (out.returncode, out.stdout.strip()) == (0, "raised"), out.stderr[-500:]
+        assert "terminate called" not in out.stderr
+
+
 def test_folder_without_logs_raises_naming_it(tmp_path, open_run):
     empty = tmp_path / "empty_run"
     (empty / "sub").mkdir(parents=True)
