@@ -2,7 +2,13 @@
 
 The group of a sample is its ``group_id`` column where the log has one (verl ``uid``,
 open-instruct ``prompt_idx``, ``group_index``...), else the samples sharing a prompt within a
-step. A group whose rewards are all equal gives GRPO no learning signal: it is flagged.
+step. A group is always one step's: an id the log repeats at every step (``group_index`` 0, a
+question id) names a new group at each step. A group whose rewards are all equal gives GRPO no
+learning signal: it is flagged.
+
+Groups are named ``"{step}:{id}"`` (the ``group`` column of :func:`groups`, what
+:func:`group_samples` takes); an id that already starts with its step and a colon (open-instruct,
+TRL, NeMo-RL, the prompt fallback) is kept as it is.
 """
 
 from __future__ import annotations
@@ -12,33 +18,52 @@ import pandas as pd
 from .run import Run
 
 
-def group_key(run: Run) -> str:
-    """The SQL expression naming a sample's group."""
+def _group_id(run: Run) -> str:
+    """The SQL expression of a sample's group id within its step (the log's own id, else step and prompt)."""
     fallback = "step::VARCHAR || ':' || md5(coalesce(prompt, ''))"
     if "group_id" in run.columns:
         return f"coalesce(group_id::VARCHAR, {fallback})"
     return fallback
 
 
+def group_key(run: Run) -> str:
+    """The SQL expression naming a sample's group, ``"{step}:{id}"``: one step's, never shared across steps."""
+    gid, prefix = _group_id(run), "(step::VARCHAR || ':')"
+    return f"(CASE WHEN starts_with({gid}, {prefix}) THEN {gid} ELSE {prefix} || {gid} END)"
+
+
+def _split_group(group: str) -> tuple[int, str]:
+    """A group's name -> (its step, the name); ValueError for anything else (e.g. the log's bare id)."""
+    head, sep, _ = str(group).partition(":")
+    try:
+        step = int(head)
+    except ValueError:
+        step = None
+    if not sep or step is None:
+        raise ValueError(f"group {group!r} is not a group name \"step:id\": take it from groups(run)['group']")
+    return step, str(group)
+
+
 def groups(run: Run, where: str = "") -> pd.DataFrame:
-    """One row per group: step, prompt, size, reward mean / std / min / max / range, zero-spread flag."""
+    """One row per group (a step's group id): step, prompt, size, reward mean / std / min / max / range, zero-spread."""
     adv = ("avg(advantage) AS advantage_mean, min(advantage) AS advantage_min, max(advantage) AS advantage_max, "
            if "advantage" in run.columns else "")
     df = run.sql(f"""
-        SELECT {group_key(run)} AS "group", min(step) AS step, count(*) AS size,
+        SELECT {group_key(run)} AS "group", step, count(*) AS size,
                avg(reward) AS reward_mean, stddev_pop(reward) AS reward_std, min(reward) AS reward_min,
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
                count(*) > 1 AND coalesce(max(reward) = min(reward), true) AS zero_spread,
                {adv} any_value(prompt) AS prompt, list(sample_id ORDER BY sample_id) AS sample_ids
         FROM samples {'WHERE ' + where if where else ''}
-        GROUP BY ALL ORDER BY step, "group" """)
+        GROUP BY "group", step ORDER BY step, "group" """)
     return df
 
 
 def group_samples(run: Run, group: str) -> pd.DataFrame:
-    """The samples of one group, best reward first."""
-    return run.sql(f"SELECT * EXCLUDE (file_no) FROM _samples_raw WHERE {group_key(run)} = ? "
-                   "ORDER BY reward DESC NULLS LAST, sample_id", [group])
+    """The samples of one group (its name in ``groups(run)["group"]``), best reward first."""
+    step, name = _split_group(group)
+    return run.sql(f"SELECT * EXCLUDE (file_no) FROM _samples_raw WHERE step = ? AND {group_key(run)} = ? "
+                   "ORDER BY reward DESC NULLS LAST, sample_id", [step, name])
 
 
 def prompt_history(run: Run, prompt: str) -> pd.DataFrame:

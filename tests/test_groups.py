@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import rlviz_widgets as rw
 from rlviz_widgets import groups
 from rlviz_widgets.synth import write_log
@@ -60,3 +62,69 @@ def test_single_response_logs_say_there_are_no_groups(tmp_path, cache_dir):
     view = rw.RunView(tmp_path / "ppo", cache_dir=cache_dir, progress=False)
     view.tabs.selected_index = 1
     assert "no GRPO groups" in view.group_summary.value
+
+
+# -- a group is one step's: ids the log repeats at every step name a new group at each step ---------------------
+def _write_jsonl(path, recs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_group_index_repeating_across_steps_gives_one_group_per_step(tmp_path, open_run, cache_dir):
+    rewards = {(0, 0): [1.0, 1.0], (0, 1): [0.0, 0.5, 1.0], (1, 0): [0.25, 0.25, 0.25], (1, 1): [0.0, 1.0]}
+    recs = [{"step": step, "prompt": f"prompt {gi}", "response": f"s{step} g{gi} r{k}", "reward": r, "group_index": gi}
+            for (step, gi), rs in rewards.items() for k, r in enumerate(rs)]
+    _write_jsonl(tmp_path / "logs" / "rollouts.jsonl", recs)
+    run = open_run(tmp_path / "logs")
+    g = groups.groups(run)
+    assert g["step"].tolist() == [0, 0, 1, 1] and g["size"].tolist() == [2, 3, 3, 2]
+    assert g["group"].tolist() == ["0:0", "0:1", "1:0", "1:1"]  # one name per group, the step first
+    assert g["reward_mean"].tolist() == pytest.approx([1.0, 0.5, 0.25, 0.5])
+    assert g["reward_std"].tolist() == pytest.approx([0.0, (1 / 6) ** 0.5, 0.0, 0.5], abs=1e-9)
+    assert g["reward_range"].tolist() == pytest.approx([0.0, 1.0, 0.0, 1.0])
+    assert g["zero_spread"].tolist() == [True, False, True, False]
+    assert g["prompt"].tolist() == ["prompt 0", "prompt 1", "prompt 0", "prompt 1"]
+    s = run.samples
+    for _, row in g.iterrows():  # the members: that step's, that group index's
+        members = groups.group_samples(run, row["group"])
+        assert sorted(members["sample_id"]) == sorted(row["sample_ids"])
+        assert set(members["step"]) == set(s[s.sample_id.isin(row["sample_ids"])].step) == {row["step"]}
+        step, gi = (int(x) for x in row["group"].split(":"))
+        assert sorted(members["reward"]) == sorted(rewards[step, gi])
+    with pytest.raises(ValueError, match="groups"):
+        groups.group_samples(run, "0")  # the log's bare id names no single group
+    # the view's tab: 4 groups, and a click shows that step's responses only
+    view = rw.RunView(tmp_path / "logs", cache_dir=cache_dir, progress=False)
+    view.tabs.selected_index = 1
+    assert view.group_table.row_count == 4 and "<b>4</b> groups of 2–3" in view.group_summary.value
+    view.group_table.selected_ids = [2]
+    assert view.group_detail.value.count("rlv-group-card") == 3 and "1:0" in view.group_detail.value
+
+
+def test_mapped_group_id_repeating_across_steps(tmp_path, open_run):
+    recs = [{"iteration": it, "question": "what is 17?", "completion": f"it{it} #{k}", "score": sc, "qid": "q17"}
+            for it, scores in ((1, [1.0, 1.0]), (2, [0.0, 1.0])) for k, sc in enumerate(scores)]
+    recs.append({"iteration": 2, "question": "what is 18?", "completion": "x", "score": 0.5, "qid": "q18"})
+    _write_jsonl(tmp_path / "dump" / "dump.jsonl", recs)
+    run = open_run(tmp_path / "dump", columns={"prompt": "question", "response": "completion", "reward": "score",
+                                                "step": "iteration", "group_id": "qid"})
+    g = groups.groups(run)
+    assert g["step"].tolist() == [1, 2, 2] and g["size"].tolist() == [2, 2, 1]
+    assert g["group"].tolist() == ["1:q17", "2:q17", "2:q18"]
+    assert g["reward_mean"].tolist() == pytest.approx([1.0, 0.5, 0.5])
+    assert g["reward_std"].tolist() == pytest.approx([0.0, 0.5, 0.0], abs=1e-9)
+    assert g["zero_spread"].tolist() == [True, False, False]
+    assert groups.group_samples(run, "1:q17")["response"].tolist() == ["it1 #0", "it1 #1"]
+    assert groups.group_samples(run, "2:q17")["response"].tolist() == ["it2 #1", "it2 #0"]  # best reward first
+    assert groups.group_samples(run, "2:q18")["response"].tolist() == ["x"]
+
+
+def test_step_prefixed_group_ids_are_kept(tmp_path, open_run):
+    """Ids already naming their step (open-instruct "step:prompt_idx", TRL, NeMo-RL) are the group's name as is."""
+    recs = [{"step": step, "prompt": "p", "response": f"r{k}", "reward": float(k), "uid": f"{step}:{gi}"}
+            for step in (3, 4) for gi in (0, 1) for k in range(2)]
+    _write_jsonl(tmp_path / "logs" / "rollouts.jsonl", recs)
+    run = open_run(tmp_path / "logs")
+    g = groups.groups(run)
+    assert g["group"].tolist() == ["3:0", "3:1", "4:0", "4:1"] and g["size"].tolist() == [2, 2, 2, 2]
+    assert groups.group_samples(run, "4:1")["response"].tolist() == ["r1", "r0"]
