@@ -259,7 +259,16 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
     path = cache.path
     st = os.stat(path)
     pending: list[Problem] = []
-    rest = linereader.tail(path, state.consumed) if not state.open_tail else b""
+    with open(path, "rb") as f:  # what lies after the complete lines read, as of this size
+        f.seek(state.consumed)
+        rest = f.read(max(st.st_size - state.consumed, 0))
+    if b"\n" in rest or (state.open_tail and rest) or st.st_size < state.consumed:
+        # the job wrote more lines after the reading stopped (or cut the file): left for the next refresh,
+        # which finds the file grown (or changed) past what is recorded as read
+        state.mtime_ns = st.st_mtime_ns
+        state.size = state.consumed
+        _hash_ends(path, state)
+        return pending
     if rest.strip():
         text = rest.decode("utf-8", errors="replace")
         if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
@@ -277,9 +286,14 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
                                    "skipped until the line is complete"))
     on_bytes(len(rest))
     state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
+    _hash_ends(path, state)
+    return pending
+
+
+def _hash_ends(path, state: FileState) -> None:
+    """The hashes telling, later, that the bytes read are still there (a file that only grew)."""
     state.head = _head(path, state.consumed) if state.consumed else ""
     state.tail = _tail(path, state.consumed) if state.consumed else ""
-    return pending
 
 
 def _ingest(con, cache: FileCache, state: FileState, reader, chunk, writer):

@@ -172,24 +172,6 @@ def find_byte(data: np.ndarray, value: int) -> np.ndarray:
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def tail(path: str | os.PathLike, start: int) -> bytes:
-    """The bytes after the last newline at or after ``start``: an unfinished last line, if any."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        pos = size
-        while pos > start:  # scan back for the last newline, a block at a time
-            step = min(1 << 16, pos - start)
-            f.seek(pos - step)
-            block = f.read(step)
-            i = block.rfind(b"\n")
-            if i >= 0:
-                f.seek(pos - step + i + 1)
-                return f.read()
-            pos -= step
-        f.seek(start)
-        return f.read()
-
-
 def _to_arrow(buf: np.ndarray, ends: np.ndarray, first_line: int) -> Chunk:
     """The lines ending at ``ends`` as Arrow strings over ``buf``, without copying (UTF-8 is checked later)."""
     offsets = np.empty(len(ends) + 1, dtype=np.int64)

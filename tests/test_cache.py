@@ -614,3 +614,47 @@ def test_a_log_emptied_while_open_is_read_as_empty_on_refresh(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in records(1, 3, seed=9)))
     assert run.refresh()
     assert run.n_samples == 3 and set(run.samples["step"]) == {1} and run.problems.empty
+
+
+@pytest.mark.parametrize("last", ["complete", "unfinished"])
+def test_lines_written_while_a_refresh_reads_are_kept(tmp_path, monkeypatch, last):
+    """The job appends right after the refresh's reader reached the end of the file. Those lines were lost for
+    good (the unfinished-line check looked only after the file's last newline), a complete line was reported
+    as unfinished, and a last record without its newline got the line before it's number. Now they are left
+    for the next refresh, which reads them all, with the right line numbers."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    recs = records(0, 8)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs[:4]))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    real = cachemod.linereader.read_chunks
+
+    def read_then_the_job_writes(*a, **kw):
+        yield from real(*a, **kw)
+        with open(path, "a") as f:
+            f.write(json.dumps(recs[5]) + "\n" + json.dumps(recs[6]) + ("\n" if last == "complete" else ""))
+
+    with open(path, "a") as f:
+        f.write(json.dumps(recs[4]) + "\n")
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", read_then_the_job_writes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to report: no line is unfinished as of what was read
+        run.refresh()
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", real)
+    assert run.samples.sort_values("line")["line"].tolist() == [1, 2, 3, 4, 5] and run.problems.empty
+    run.refresh()  # the job wrote nothing since: what it wrote during the last refresh is read now
+    if last == "complete":
+        assert run.samples.sort_values("line")["line"].tolist() == [1, 2, 3, 4, 5, 6, 7] and run.problems.empty
+    else:  # a record without its newline yet: read as it is (valid JSON), its newline expected later
+        assert run.samples.sort_values("line")["line"].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    with open(path, "a") as f:
+        f.write(("" if last == "complete" else "\n") + json.dumps(recs[7]) + "\n")
+    run.refresh()
+
+    def check(r):
+        s = r.samples.sort_values("line")
+        assert s["line"].tolist() == list(range(1, 9)) and r.problems.empty
+        assert s["reward"].tolist() == pytest.approx([x["reward"] for x in recs])
+
+    check(run)
+    check(rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False))

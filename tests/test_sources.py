@@ -56,8 +56,9 @@ def test_a_failed_open_exits_cleanly(tmp_path):
     import subprocess
     import sys
 
-    code = ("import rlviz_widgets as rw\ntry:\n    rw.open_run(%r, cache_dir=%r, progress=False)\n"
-            "except rw.NoLogsError:\n    print('raised')\n") % (str(tmp_path / "missing"), str(tmp_path / "c"))
+    missing, cache = str(tmp_path / "missing"), str(tmp_path / "c")
+    code = (f"import rlviz_widgets as rw\ntry:\n    rw.open_run({missing!r}, cache_dir={cache!r}, progress=False)\n"
+            "except rw.NoLogsError:\n    print('raised')\n")
     for _ in range(3):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert (out.returncode, out.stdout.strip()) == (0, "raised"), out.stderr[-500:]
