@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import re
 import threading
@@ -200,6 +201,12 @@ class Run:
                     pending += self._pending_for(state)
             self._states[str(c.path)] = state
             self._caches[str(c.path)] = c
+        present = {str(c.path) for c in caches}
+        for path in [p for p in self._states if p not in present]:  # deleted (or renamed) since the last read
+            del self._states[path], self._caches[path]
+            changed = True
+            new_problems.append(Problem(path, 0, "file_removed", "the file is gone: its samples left the run "
+                                                                 "(line 0: the file as a whole)"))
         self._pending = pending
         if changed or pending != old_pending:
             self._build_views()
@@ -210,6 +217,10 @@ class Run:
         return changed
 
     def _pending_for(self, state: cachemod.FileState) -> list[Problem]:
+        with open(state.path, "rb") as f:  # blanks after the last newline are no line (as the first read found)
+            f.seek(state.consumed)
+            if not f.read(min(state.size - state.consumed, 1 << 16)).strip():
+                return []
         return [Problem(state.path, state.lines + 1, "incomplete_last_line",
                         f"{state.size - state.consumed} bytes without a newline (a job still writing?): "
                         "skipped until the line is complete")]
@@ -300,9 +311,9 @@ class Run:
         where = []
         lo, hi = self.step_range
         if lo is not None:
-            where.append(f"step >= {int(lo)}")
+            where.append(f"step >= {math.ceil(lo)}")  # (0.5, 1.5) is steps 1..1
         if hi is not None:
-            where.append(f"step <= {int(hi)}")
+            where.append(f"step <= {math.floor(hi)}")
         qualify = ""
         if self.max_samples_per_step:
             qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file_no) "
@@ -537,8 +548,8 @@ class Run:
         ids = _id_list(sample_ids)
         by_file = _by_file(ids)
         parts = self._parts(by_file)
-        if not ids or not parts:
-            return self.con.execute(self._tokens_sql([])).df()
+        if not ids or not parts:  # the tokens view's columns, no rows
+            return self.con.execute("SELECT * FROM tokens WHERE false").df()
         sql = self._tokens_sql(parts, lines=by_file)
         cur = self.con
         self._register_tokens(cur, parts, by_file)

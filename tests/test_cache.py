@@ -658,3 +658,29 @@ def test_lines_written_while_a_refresh_reads_are_kept(tmp_path, monkeypatch, las
 
     check(run)
     check(rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False))
+
+
+def test_a_deleted_log_file_leaves_the_run_on_refresh(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for rank in (0, 1):
+        (folder / f"r{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records(0, 3, seed=rank)))
+    run = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "cache", progress=False)
+    assert run.n_samples == 6
+    (folder / "r1.jsonl").unlink()
+    with pytest.warns(LogWarning, match="gone"):
+        assert run.refresh()
+    assert run.n_samples == len(run.samples) == 3 and {p.rsplit("/", 1)[-1] for p in run.files["file"]} == {"r0.jsonl"}
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
+def test_blanks_after_the_last_newline_are_no_line_cold_or_warm(tmp_path):
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(0, 2)) + "   ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):  # cold, then warm: the same answer, and nothing to warn about
+            run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+            assert run.problems.empty and run.n_samples == 2
+        assert not run.refresh()

@@ -222,7 +222,8 @@ def test_tokens_rows_and_derived_metrics(synth):
         assert tt["log_ratio"].sum() == pytest.approx(row.log_ratio_sum, rel=1e-9, abs=1e-12)
     one = run.tokens(int(ids[0]))
     assert one["sample_id"].unique().tolist() == [ids[0]]
-    assert len(run.tokens([])) == 0
+    for none in ([], [10 ** 15]):  # no rows, the same columns
+        assert len(run.tokens(none)) == 0 and list(run.tokens(none).columns) == list(t.columns)
 
 
 def test_reductions_with_samples_lacking_token_arrays(open_run, tmp_path):
@@ -342,6 +343,7 @@ def test_step_range(synth_logs, open_run):
     assert open_run(folder, steps=(10, 30)).step_values == [10, 20, 30]
     assert open_run(folder, steps=(35, None)).step_values == [40, 50]
     assert open_run(folder, steps=(None, 0)).step_values == [0]
+    assert open_run(folder, steps=(9.5, 30.5)).step_values == [10, 20, 30]  # not cut to (9, 30)
     run = open_run(folder, steps=(20, 40), max_samples_per_step=3)
     assert run.steps["step"].tolist() == [20, 30, 40]
     assert run.steps["samples"].tolist() == [3, 3, 3]
