@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", 
                 "logprob_mean", "value_mean", "token_reward_sum")
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
+COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
+RETIRED_GRACE_S = 600.0  # parts merged away are deleted this long after: queries begun on them end first
 
 
 def _writer_pool() -> pa.MemoryPool:
@@ -81,6 +84,7 @@ class FileState:
     columns: list[str] = field(default_factory=list)  # custom scalar columns found
     part_lines: list[list[int]] = field(default_factory=list)  # [first, last] line of each part
     part_steps: list[list[int]] = field(default_factory=list)  # [lowest, highest] step of each part
+    retired: list[list] = field(default_factory=list)  # [part, time merged away]: deleted after a grace time
     version: int = CACHE_VERSION
 
 
@@ -168,12 +172,13 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
 
 
 def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
-                 on_file_done=lambda: None) -> list[tuple[FileState, list[Problem]]]:
+                 on_file_done=lambda: None, compact: bool = False) -> list[tuple[FileState, list[Problem]]]:
     """Read what is new in each file into new parts; per file, the new state and a pending problem, if any.
 
     JSON-lines files go through one pipeline: the next chunk (of this file or the next one) is read
     while this one is parsed, and Parquet is written in the background, so no core waits at file ends.
     ``con`` may be a Future of the connection: the first chunks are read while it is being made.
+    ``compact``: merge each file's small trailing parts (``compact_tail``), as a refresh of a followed log does.
     """
     if not jobs:
         return []
@@ -216,9 +221,58 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
             finish_before(None)
             for write in reversed(writes):  # nothing left to parse: write what the writer has not started
                 write.result()
-    for cache, state in jobs:
+    for (cache, state), r in zip(jobs, bound):
+        if compact and not getattr(r, "whole_file", False):
+            compact_tail(cache, state)
         cache.save(state)  # only now: every part it names is written
     return out
+
+
+def compact_tail(cache: FileCache, state: FileState) -> None:
+    """Merge the file's small trailing parts (together at most ``COMPACT_BYTES``) into one part.
+
+    Each refresh of a log a job is still writing adds a small part; followed for hours, a log would be
+    thousands of parts, and every refresh and open would slow down with their number. Merged away, the
+    old files are kept for ``RETIRED_GRACE_S`` (a query another thread or process began on them ends
+    first; a mapped token file stays valid anyway) and deleted by a later call.
+    """
+    _drop_retired(cache, state)
+    paths = cache.part_paths(state)
+    sizes = [os.path.getsize(p) + os.path.getsize(token_store.path_for(p)) for p in paths[-64:]]
+    # a part joins the merge when no bigger than twice what follows it: the parts grow geometrically, so each
+    # byte is rewritten a few times only, and a file keeps few small parts
+    k, total = 1, sizes[-1] if sizes else 0
+    while k < len(sizes) and sizes[-k - 1] <= 2 * total and total + sizes[-k - 1] <= COMPACT_BYTES:
+        total, k = total + sizes[-k - 1], k + 1
+    if k < 2:
+        return
+    take = paths[-k:]
+    samples = pa.concat_tables([pq.read_table(p) for p in take], promote_options="default")
+    tokens = pa.concat_tables([token_store.read(p) for p in take])
+    part = f"{len(state.parts) - k:05d}-{os.urandom(4).hex()}"
+    token_store.write(tokens, cache.dir / f"part-{part}.arrow")
+    _write_parquet(samples, cache.dir, part)
+    now = time.time()
+    state.retired += [[p, now] for p in state.parts[-k:]]
+    lines, steps = state.part_lines[-k:], state.part_steps[-k:]
+    state.parts[-k:] = [part]
+    state.part_lines[-k:] = [[lines[0][0], lines[-1][1]]]
+    state.part_steps[-k:] = [[min(a for a, _ in steps), max(b for _, b in steps)]]
+
+
+def _drop_retired(cache: FileCache, state: FileState) -> None:
+    """Delete the parts merged away more than ``RETIRED_GRACE_S`` ago."""
+    keep, now = [], time.time()
+    for part, when in state.retired:
+        if now - when < RETIRED_GRACE_S:
+            keep.append([part, when])
+            continue
+        for suffix in (".parquet", ".arrow"):
+            try:
+                os.remove(cache.dir / f"part-{part}{suffix}")
+            except FileNotFoundError:
+                pass
+    state.retired = keep
 
 
 def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool,
@@ -348,7 +402,11 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
     """A parsed part: its token lists to an Arrow file, everything else (and the reductions) to Parquet."""
     table = with_reductions(table)
     token_store.write(table, folder / f"part-{part}.arrow")
-    table = table.drop_columns([c for c in TOKEN_COLUMNS if c in table.column_names])
+    _write_parquet(table.drop_columns([c for c in TOKEN_COLUMNS if c in table.column_names]), folder, part)
+
+
+def _write_parquet(table: pa.Table, folder: Path, part: str) -> None:
+    """A part's samples (no token lists), atomically."""
     tmp = folder / f".part-{part}.tmp"
     texts = [c for c in table.column_names if pa.types.is_string(table.schema.field(c).type)
              or pa.types.is_large_string(table.schema.field(c).type)]

@@ -179,7 +179,9 @@ class Run:
         try:
             todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
             befores = [len(state.problems) for _, state in todo_jobs]
-            results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes, bar.file_done)
+            # a refresh merges the small parts each one adds (a first open's parts are big, but for the last)
+            results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes, bar.file_done,
+                                            compact=not _first)
             updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
         finally:
             bar.close()

@@ -60,7 +60,7 @@ def dataset(parts: list[tuple[int, str, list[int]]]) -> ds.Dataset:
                     for n, _, (lo, hi) in parts])
 
 
-def _mapped(part: str) -> pa.Table:
+def read(part: str) -> pa.Table:
     """A part's token file, mapped: its buffers are the file's pages (they stay valid once the file is closed)."""
     with pa.memory_map(path_for(part)) as source:
         return ipc.open_file(source).read_all()
@@ -73,7 +73,7 @@ def _with_file_no(table: pa.Table, n: int) -> pa.Table:
 def table(parts: list[tuple[int, str]]) -> pa.Table:
     """Every part's tokens as one mapped table with ``file_no``, for a scan over all of them: DuckDB reads a
     table's batches on every core (a dataset it reads as one stream: ~3x slower over every token)."""
-    tables = [_with_file_no(_mapped(part), n) for n, part in parts]
+    tables = [_with_file_no(read(part), n) for n, part in parts]
     return pa.concat_tables(tables) if tables else SCAN_SCHEMA.empty_table()
 
 
@@ -87,7 +87,7 @@ def rows(parts: list[tuple[int, str]], lines: dict[int, list[int]]) -> pa.Table:
         wanted = lines.get(n)
         if not wanted:
             continue
-        t = _mapped(part)
+        t = read(part)
         t = t.filter(pc.is_in(t["line"], pa.array(sorted(set(wanted)), pa.int64())))
         if t.num_rows:
             tables.append(_with_file_no(t, n))

@@ -684,3 +684,36 @@ def test_blanks_after_the_last_newline_are_no_line_cold_or_warm(tmp_path):
             run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
             assert run.problems.empty and run.n_samples == 2
         assert not run.refresh()
+
+
+def test_a_followed_log_keeps_few_parts(tmp_path, monkeypatch):
+    """Each refresh of a growing log adds a part; followed for hours a log became thousands of parts, and every
+    refresh and open slowed with their number. Refreshes merge the small trailing parts; the files merged away
+    stay for a grace time (a Run opened earlier still reads them), then go."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    recs = records(0, 60)
+    path.write_text(json.dumps(recs[0]) + "\n")
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    other = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    for r in recs[1:]:
+        with open(path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        assert run.refresh()
+    state = next(iter(run._states.values()))
+    assert len(state.parts) <= 6 and len(state.retired) > 50
+    assert run.samples.sort_values("line")["reward"].tolist() == pytest.approx([r["reward"] for r in recs])
+    assert_same_as_fresh(run, path.parent, tmp_path)
+    assert other.n_samples == len(other.samples) == 1 and len(other.tokens(other.samples["sample_id"])) > 0
+    reopened = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    assert reopened.n_samples == 60
+    monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)
+    with open(path, "a") as f:
+        f.write(json.dumps(records(1, 1)[0]) + "\n")
+    assert run.refresh()
+    state = next(iter(run._states.values()))
+    cache_files = {p.name for p in run._caches[str(path.resolve())].dir.glob("part-*")}
+    assert len(state.retired) <= 6  # only what this refresh merged away: the older ones are deleted
+    assert cache_files == {f"part-{p}{s}" for p in state.parts for s in (".parquet", ".arrow")} | {
+        f"part-{p}{s}" for p, _ in state.retired for s in (".parquet", ".arrow")}
+    assert run.n_samples == 61
