@@ -11,6 +11,8 @@ and rebuilt whenever they change. Log files are only ever opened for reading.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -121,14 +123,31 @@ class FileCache:
         os.replace(tmp, self.dir / "state.json")
 
     def reset(self) -> FileState:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """A state to read the file from its start. The folder's parts are retired, not deleted: other Runs (other
+        threads, other kernels) may still read them until they refresh; they go after ``RETIRED_GRACE_S``."""
         # this log's cache as earlier versions of the package wrote it is never read again: without this, every
         # version bump would leave a full copy behind
         for version in range(1, CACHE_VERSION):
             shutil.rmtree(self._folder(self.dir.parent.parent, self.path, self.reader_name, version),
                           ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
-        return FileState(path=str(self.path), reader=self.reader_name)
+        state = FileState(path=str(self.path), reader=self.reader_name)
+        now = time.time()
+        try:
+            old = {r[0]: r[1] for r in json.loads((self.dir / "state.json").read_text()).get("retired", [])}
+        except (OSError, ValueError, TypeError, AttributeError, IndexError):
+            old = {}
+        parts = {f.name[len("part-"):].rsplit(".", 1)[0] for f in self.dir.glob("part-*")}  # orphans too
+        state.retired = [[p, old.get(p, now)] for p in sorted(parts)]
+        return state
+
+    def lock(self):
+        """An exclusive lock on this file's cache, across processes (held while its parts are read and saved)."""
+        locks = self.dir.parent.parent / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        f = open(locks / f"{self.dir.name}.lock", "a")  # noqa: SIM115 - closed by the caller's stack
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return f
 
     def part_paths(self, state: FileState) -> list[str]:
         return [str(self.dir / f"part-{p}.parquet") for p in state.parts]
@@ -224,8 +243,18 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
     for (cache, state), r in zip(jobs, bound):
         if compact and not getattr(r, "whole_file", False):
             compact_tail(cache, state)
+        _drop_retired(cache, state)
         cache.save(state)  # only now: every part it names is written
     return out
+
+
+@contextlib.contextmanager
+def locked(caches: list[FileCache]):
+    """Hold the caches' locks (in one order: two processes never wait on each other)."""
+    with contextlib.ExitStack() as stack:
+        for c in sorted(caches, key=lambda c: str(c.dir)):
+            stack.enter_context(c.lock())
+        yield
 
 
 def compact_tail(cache: FileCache, state: FileState) -> None:
@@ -236,7 +265,6 @@ def compact_tail(cache: FileCache, state: FileState) -> None:
     old files are kept for ``RETIRED_GRACE_S`` (a query another thread or process began on them ends
     first; a mapped token file stays valid anyway) and deleted by a later call.
     """
-    _drop_retired(cache, state)
     paths = cache.part_paths(state)
     sizes = [os.path.getsize(p) + os.path.getsize(token_store.path_for(p)) for p in paths[-64:]]
     # a part joins the merge when no bigger than twice what follows it: the parts grow geometrically, so each

@@ -172,19 +172,25 @@ class Run:
             self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
         caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
         plans = [cachemod.plan(c) for c in caches]
-        todo = sum(n for _, n in plans)
+        busy = [i for i, (_, n) in enumerate(plans) if n]
         old_pending = self._pending
         changed = _first
-        bar = Progress(todo, sum(1 for _, n in plans if n), enabled=self._progress and _first)
-        try:
-            todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
-            befores = [len(state.problems) for _, state in todo_jobs]
-            # a refresh merges the small parts each one adds (a first open's parts are big, but for the last)
-            results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes, bar.file_done,
-                                            compact=not _first)
-            updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
-        finally:
-            bar.close()
+        # files with something to read are read under their locks (another kernel may be reading them: it is
+        # waited for, and what it read is not read again)
+        with cachemod.locked([caches[i] for i in busy]):
+            for i in busy:
+                plans[i] = cachemod.plan(caches[i])
+            todo = sum(n for _, n in plans)
+            bar = Progress(todo, sum(1 for _, n in plans if n), enabled=self._progress and _first)
+            try:
+                todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
+                befores = [len(state.problems) for _, state in todo_jobs]
+                # a refresh merges the small parts each one adds (a first open's parts are big, but for the last)
+                results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
+                                                bar.file_done, compact=not _first)
+                updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
+            finally:
+                bar.close()
         pending: list[Problem] = []
         new_problems: list[Problem] = []
         for c, (state, n) in zip(caches, plans):
@@ -327,19 +333,23 @@ class Run:
         self._token_parts = None  # every part's token file as one dataset (made when first needed)
         self._token_table = None  # ... or as one mapped table (made by the first query naming tokens)
         self._token_version = 0  # bumped when the parts change: part of the name cursors know them by
-        self._token_lock = threading.Lock()  # a source and its name belong to one version of the parts
+        # a source and its name belong to one version of the parts; a refresh holds it while it remakes the views
+        self._token_lock = threading.RLock()
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # cursors handed out, given the new files on a change
 
     def _build_views(self) -> None:
-        with self._token_lock:  # the parts changed: token files to be found again, under a new name
-            self._token_parts = self._token_table = None
-            self._token_version += 1
+        with self._token_lock:  # no cursor is made meanwhile: each has the files its views name
+            self._rebuild_views()
+
+    def _rebuild_views(self) -> None:
+        self._token_parts = self._token_table = None  # the parts changed: token files found again, under a new name
+        self._token_version += 1
         for cur in list(self._cursors):  # a cursor kept by the caller reads the new token files too
             try:
                 self._register_tokens(cur)
             except duckdb.Error:  # closed, or busy with a query: its next one naming tokens fails (old name)
                 pass
-        con = self.con
+        con = self._cursor()
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
         kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _samples_raw)").fetchall())
@@ -432,31 +442,51 @@ class Run:
         holds an unfinished result (DuckDB refuses): its queries over ``tokens`` then fail. Take a
         new cursor after a refresh.
         """
-        cur = self._db.cursor()
-        self._register_tokens(cur)  # the ``tokens`` view reads the token files through this cursor's registration
-        self._cursors.add(cur)
+        with self._token_lock:  # in the set before a refresh can rename the token files, or after it
+            cur = self._cursor()
+            self._cursors.add(cur)
         return cur
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for the run's own queries: given the token files, but never re-registered by a refresh
+        (it may be busy in another thread then: DuckDB would fail that thread's query)."""
+        with self._token_lock:
+            cur = self._db.cursor()
+            self._register_tokens(cur)  # the ``tokens`` view reads the token files through this registration
+        return cur
+
+    def _execute(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
+        """``query`` on a cursor of its own, ready to fetch. Once more on a new cursor if a refresh renamed the
+        token files between the cursor's registration and the query."""
+        for attempt in (0, 1):
+            cur = self._cursor()
+            try:
+                return cur.execute(query, params or [])
+            except duckdb.CatalogException as e:
+                if attempt or "_tokens_" not in str(e):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @property
     def samples(self) -> pd.DataFrame:
         """One row per sample: texts, rewards, token reductions, custom fields, file and line."""
-        return self.con.execute("SELECT * FROM samples").df()
+        return self._execute("SELECT * FROM samples").df()
 
     @property
     def n_samples(self) -> int:
         """How many samples pass the run's options."""
-        return self.con.execute("SELECT count(*) FROM _nums").fetchall()[0][0]
+        return self._execute("SELECT count(*) FROM _nums").fetchall()[0][0]
 
     @property
     def step_values(self) -> list[int]:
         """The distinct steps, ascending (gaps need not be uniform)."""
-        return [s for (s,) in self.con.execute("SELECT DISTINCT step FROM _nums ORDER BY step").fetchall()]
+        return [s for (s,) in self._execute("SELECT DISTINCT step FROM _nums ORDER BY step").fetchall()]
 
     @property
     def steps(self) -> pd.DataFrame:
         """One row per step: sample count and mean, std, min, max, p05..p95 of the main metrics."""
         if self._steps_cache is None:
-            self._steps_cache = self.con.execute(self.steps_sql()).df()
+            self._steps_cache = self._execute(self.steps_sql()).df()
         return self._steps_cache.copy()
 
     def steps_sql(self, where: str = "") -> str:
@@ -489,13 +519,13 @@ class Run:
             raise ValueError("bins must be at least 1")
         c = f'"{column}"'
         src = self._numeric(where)
-        lo, hi = self.con.execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
+        lo, hi = self._execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
             return pd.DataFrame(columns=cols)
         width = (hi - lo) / bins if hi > lo else 1.0
         cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
-        df = self.con.execute(f"""
+        df = self._execute(f"""
             SELECT step, least(floor(({c} - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin, count(*) AS count
             FROM {src} WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
         df["bin_start"] = lo + df["bin"] * width
@@ -519,7 +549,7 @@ class Run:
         rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
                         for c in cols)
         src = self._numeric(where)
-        vals = [v for v in self.con.execute(f"SELECT {rng} FROM {src} {cond}").fetchall()[0] if v is not None]
+        vals = [v for v in self._execute(f"SELECT {rng} FROM {src} {cond}").fetchall()[0] if v is not None]
         if not vals:
             return pd.DataFrame(columns=out_cols)
         lo, hi = min(vals), max(vals)
@@ -536,7 +566,7 @@ class Run:
             f"""SELECT {extra}'{c}' AS "column", step,
                        least(floor(("{c}" - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin
                 FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
-        df = self.con.execute(f"""SELECT {extra}"column", step, bin, count(*) AS count FROM ({unions})
+        df = self._execute(f"""SELECT {extra}"column", step, bin, count(*) AS count FROM ({unions})
                                    GROUP BY ALL ORDER BY ALL""").df()
         df["bin_start"] = lo + df["bin"] * width
         df["bin_end"] = df["bin_start"] + width
@@ -551,9 +581,9 @@ class Run:
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:  # the tokens view's columns, no rows
-            return self.con.execute("SELECT * FROM tokens WHERE false").df()
+            return self._execute("SELECT * FROM tokens WHERE false").df()
         sql = self._tokens_sql(parts, lines=by_file)
-        cur = self.con
+        cur = self._cursor()
         self._register_tokens(cur, parts, by_file)
         df = cur.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
         order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
@@ -567,9 +597,9 @@ class Run:
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:
-            return self.con.execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
+            return self._execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
         sql = self._samples_sql(parts, lines=by_file)
-        df = self.con.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
+        df = self._execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
         order = {sid: k for k, sid in enumerate(ids)}
         df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
         return df.drop(columns="__id").reset_index(drop=True)
@@ -624,7 +654,7 @@ class Run:
             # a fixed, spread-out subset of samples is enough for a p99, and keeps this fast on
             # runs of hundreds of millions of tokens (only their row groups are read)
             cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
-            ids = [i for (i,) in self.con.execute(
+            ids = [i for (i,) in self._execute(
                 f"SELECT sample_id FROM _nums {cond} ORDER BY hash(sample_id) LIMIT {DOMAIN_SAMPLES}").fetchall()]
             toks = self.tokens(ids)
             vals = toks[metric].to_numpy(dtype="float64", na_value=np.nan) if metric in toks else np.zeros(0)
@@ -642,12 +672,12 @@ class Run:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
         if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
             self._map_token_files()
-        return self.con.execute(query, params or []).df()
+        return self._execute(query, params).df()
 
     @property
     def columns(self) -> list[str]:
         """Column names of ``samples``."""
-        return [c for (c,) in self.con.execute("SELECT column_name FROM (DESCRIBE samples)").fetchall()]
+        return [c for (c,) in self._execute("SELECT column_name FROM (DESCRIBE samples)").fetchall()]
 
     @property
     def problems(self) -> pd.DataFrame:

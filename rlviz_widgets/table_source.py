@@ -51,7 +51,7 @@ class TableSource:
 
     @classmethod
     def from_run(cls, run) -> TableSource:
-        return cls(lambda: run.con, "samples", "_nums", rows_fn=run.rows)
+        return cls(run._cursor, "samples", "_nums", rows_fn=run.rows)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:
