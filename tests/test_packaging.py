@@ -1,0 +1,106 @@
+"""Packaging: the wheel and sdist built from this checkout ship the bundled demo data and the built front ends.
+
+The wheel is built for real (``pip wheel . --no-build-isolation --no-index``: the backend of the dev venv, no
+network). The jupyter-builder hook runs ``npm install`` + ``npm run build`` only when ``rlviz_widgets/static``
+is missing or older than ``js/src``; otherwise it only checks that the built files exist.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "rlviz_widgets"
+DATA = sorted(p.name for p in (PKG / "data").iterdir() if p.is_file())
+STATIC = sorted(f"{p.stem}.js" for p in (ROOT / "js" / "src").iterdir() if p.suffix in (".ts", ".js"))
+NOT_SHIPPED = ("tests/", "benchmarks/", "js/", "docs/", "notebooks/", "scripts/", "artifacts/")
+
+
+def _front_ends_current() -> bool:
+    """True if every built front end exists and is newer than every file of js/src (no npm run needed)."""
+    built = [PKG / "static" / name for name in STATIC]
+    if not all(p.exists() for p in built):
+        return False
+    newest_source = max(p.stat().st_mtime for p in (ROOT / "js" / "src").rglob("*") if p.is_file())
+    return min(p.stat().st_mtime for p in built) >= newest_source
+
+
+def _require_build_tools() -> None:
+    for module, dist in (("hatchling", "hatchling"), ("hatch_jupyter_builder", "hatch-jupyter-builder")):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"the build backend is not installed in this venv: pip install {dist}")
+    if not _front_ends_current() and shutil.which("npm") is None:
+        pytest.skip("rlviz_widgets/static is missing or older than js/src, and npm (Node.js) is not on PATH "
+                    "to build it")
+
+
+def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def _pip_wheel(source: Path, out: Path) -> Path:
+    _run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "--no-index",
+          "-q", "-w", str(out)], cwd=out.parent)
+    (wheel,) = out.glob("rlviz_widgets-*.whl")
+    return wheel
+
+
+def _check_package_files(names: list[str], prefix: str) -> None:
+    """The data files and the built front ends are in ``names`` under ``prefix``; caches are not."""
+    assert DATA, "rlviz_widgets/data is empty"
+    for name in DATA:
+        assert f"{prefix}rlviz_widgets/data/{name}" in names, f"data/{name} is missing"
+    for name in STATIC:
+        assert f"{prefix}rlviz_widgets/static/{name}" in names, f"static/{name} is missing"
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or ".ipynb_checkpoints" in n]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    _require_build_tools()
+    return _pip_wheel(ROOT, tmp_path_factory.mktemp("wheel"))
+
+
+def test_wheel_ships_data_and_front_ends(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    _check_package_files(names, "")
+    assert "rlviz_widgets/__main__.py" in names
+    outside = [n for n in names if not n.startswith(("rlviz_widgets/", "rlviz_widgets-"))]
+    assert not outside, f"files outside the package: {outside}"
+
+
+def test_installed_wheel_opens_the_bundled_run(wheel, tmp_path):
+    """``python -m rlviz_widgets`` (default: the bundled real run, then a generated one) from the wheel alone."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    proc = _run([sys.executable, "-m", "rlviz_widgets"], cwd=tmp_path, PYTHONPATH=str(site),
+                RLVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    assert f"== {site / 'rlviz_widgets' / 'data' / 'rlb_eval_poem_task.jsonl'}" in proc.stdout  # from the wheel
+    assert "3000 samples over 24 steps" in proc.stdout
+
+
+def test_sdist_ships_data_and_front_ends_and_builds_a_wheel(tmp_path):
+    _require_build_tools()
+    out = tmp_path / "sdist"
+    _run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(out)], cwd=ROOT)
+    (sdist,) = out.glob("rlviz_widgets-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+    top = sdist.name.removesuffix(".tar.gz") + "/"
+    _check_package_files(names, top)
+    assert {top + "pyproject.toml", top + "README.md", top + "PKG-INFO"} <= set(names)
+    assert not [n for n in names if n.removeprefix(top).startswith(NOT_SHIPPED)]
+    # pip installing from the sdist: no js/ in it, so the hook only checks the built files it holds
+    wheel_names = zipfile.ZipFile(_pip_wheel(sdist, tmp_path / "from_sdist")).namelist()
+    _check_package_files(wheel_names, "")
