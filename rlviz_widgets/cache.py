@@ -39,8 +39,9 @@ from .token_store import TOKEN_COLUMNS
 
 # 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part; 6: token lists in Arrow files;
 # 7: per-sample reductions fixed (a sample followed only by samples without token arrays lost its last values);
-# 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed
-CACHE_VERSION = 8
+# 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed; 9: null tokens and
+# records without prompt or response reported
+CACHE_VERSION = 9
 BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
                 "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
                 "logprob_mean", "value_mean", "token_reward_sum")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import os
 import re
@@ -169,7 +170,8 @@ class Run:
         files = resolve(self.source, reader.suffixes, reader.accepts, what)
         self._check_cache_location(files)
         if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
-            self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
+            with self._writable_cache():
+                self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
         caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
         plans = [cachemod.plan(c) for c in caches]
         busy = [i for i, (_, n) in enumerate(plans) if n]
@@ -177,7 +179,7 @@ class Run:
         changed = _first
         # files with something to read are read under their locks (another kernel may be reading them: it is
         # waited for, and what it read is not read again)
-        with cachemod.locked([caches[i] for i in busy]):
+        with self._writable_cache(), cachemod.locked([caches[i] for i in busy]):
             for i in busy:
                 plans[i] = cachemod.plan(caches[i])
             todo = sum(n for _, n in plans)
@@ -223,6 +225,15 @@ class Run:
         shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
         problemsmod.warn(shown)
         return changed
+
+    @contextlib.contextmanager
+    def _writable_cache(self):
+        """A cache dir we may not write to is named in the error, with the way out (a warm cache opens read-only)."""
+        try:
+            yield
+        except PermissionError as e:
+            raise PermissionError(f"cannot write the cache in {self.cache_root} ({e.strerror}: {e.filename}): pass "
+                                  "cache_dir= or set $RLVIZ_CACHE_DIR to a folder you can write") from e
 
     def _pending_for(self, state: cachemod.FileState) -> list[Problem]:
         with open(state.path, "rb") as f:  # blanks after the last newline are no line (as the first read found)

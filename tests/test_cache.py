@@ -13,7 +13,7 @@ import pytest
 from conftest import file_mtimes, folder_fingerprint, write_lines
 
 import rlviz_widgets
-from rlviz_widgets import LogWarning
+from rlviz_widgets import LogWarning, file_numbers
 from rlviz_widgets import cache as cachemod
 from rlviz_widgets.readers.rlb import RLBReader
 from rlviz_widgets.synth import make_record, write_log
@@ -792,3 +792,15 @@ def test_queries_in_other_threads_while_refresh_runs(tmp_path):
             t.join()
     assert errors == [] and len(calls) > 25
     assert run.n_samples == 45
+
+
+def test_a_cache_dir_we_cannot_write_is_named(tmp_path, monkeypatch):
+    """(As root no folder is unwritable: the refusal the OS would give is made here.)"""
+    write_log(tmp_path / "logs", steps=1, samples_per_step=2, tokens=4, ranks=1)
+
+    def refuse(*a, **kw):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "cache" / "file_numbers.lock"))
+
+    monkeypatch.setattr(file_numbers, "assign", refuse)
+    with pytest.raises(PermissionError, match=r"cannot write the cache in .*cache.*RLVIZ_CACHE_DIR"):
+        rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)

@@ -146,9 +146,9 @@ def test_refresh_warns_once_about_new_problems_only(faulty, cache_dir):
         assert run.refresh() is True
     warned = [w for w in caught if issubclass(w.category, LogWarning)]
     assert len(warned) == 1
-    assert "2 problem(s) in 1 file(s)" in str(warned[0].message)
+    assert "4 problem(s) in 1 file(s)" in str(warned[0].message)  # line 6 lacks prompt, response and reward
     g = str(files["good"].resolve())
-    assert located(run) == expected | {(g, 4, "malformed_json"), (g, 6, "missing_reward")}
+    assert located(run) == expected | {(g, 4, "malformed_json"), (g, 6, "missing_reward"), (g, 6, "missing_field")}
     assert run.samples.query("file == @g")["line"].tolist() == [1, 2, 3, 5, 6]
     # nothing new: no warning at all
     with warnings.catch_warnings(record=True) as caught:
@@ -306,3 +306,14 @@ def test_nan_in_custom_fields_is_reported_and_left_empty(tmp_path, cache_dir):
     assert s["kl_coef"].isna().tolist() == [True, False] and s["em"].isna().tolist() == [True, False]
     assert sorted(run.problems["message"]) == ["em is NaN: left empty", "kl_coef is Infinity: left empty"]
     assert located(run) == {(str(f.resolve()), 1, "nan")} and len(warned) == 1
+
+
+def test_missing_text_fields_and_null_tokens_are_reported(tmp_path, cache_dir):
+    r2, r3 = without(rec(0, 2), "response"), rec(0, 3)
+    r3["response_tokens"][1] = None
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [rec(0, 1), r2, r3, without(rec(0, 4), "prompt")])
+    run, warned = open_recording(f, cache_dir)
+    p = str(f.resolve())
+    assert located(run) == {(p, 2, "missing_field"), (p, 3, "wrong_type"), (p, 4, "missing_field")}
+    assert len(run.samples) == 4 and len(warned) == 1
+    assert "null token" in run.problems.query("line == 3")["message"].iloc[0]

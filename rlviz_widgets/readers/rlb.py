@@ -309,6 +309,12 @@ class RLBReader:
                                 [int(line[i]), "wrong_type", f"step is {value}, not an integer: record skipped"])
             elif kind == "VARCHAR":
                 problems.append([int(line[i]), "wrong_type", f"step is the string {value}: read as a number"])
+        # prompt, response: where the file has the field, a record without it (or with null) is reported
+        for f in ("prompt", "response"):
+            key = self.fields()[f]
+            if key in keys:
+                for i in np.flatnonzero(_mask(t[f].is_null()) & step_ok).tolist():
+                    problems.append([int(line[i]), "missing_field", f"no {key}: left empty"])
         # reward, ref_reward: kept empty when missing or bad
         for f in NUMBER_FIELDS:
             flags = t[f"_p_{f}"]
@@ -331,12 +337,15 @@ class RLBReader:
             nulls = _mask(col.is_null()) & step_ok
             if key in keys and nulls.any():
                 cand = line[nulls].tolist()
+                path = _lit(_path(key))
                 there = con.execute(f"SELECT line FROM raw WHERE line IN ({', '.join(map(str, cand))}) "
-                                    f"AND json_exists(j, '$.{key}') AND json_type(j, '$.{key}') <> 'NULL'").fetchall()
+                                    f"AND json_exists(j, {path}) AND json_type(j, {path}) <> 'NULL'").fetchall()
                 kind = "strings" if f == "tokens" else "numbers"
                 problems += [[n, "wrong_type", f"{key} is not a list of {kind}: ignored"] for (n,) in there]
             if f != "tokens" and col.null_count < len(col):
                 col = self._clean(col, line, step_ok, key, problems)
+            elif f == "tokens":
+                _null_tokens(col, line, step_ok, key, problems)
             cols[f] = col
             lens[f] = pc.list_value_length(col).to_numpy(zero_copy_only=False).astype(float)
         present = [f for f in cols if cols[f].null_count < len(cols[f])]
@@ -433,6 +442,21 @@ class RLBReader:
 
 
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
+
+
+def _null_tokens(col: pa.ChunkedArray, line: np.ndarray, step_ok: np.ndarray, key: str, problems: list[list]) -> None:
+    """Report the records whose token list holds nulls (shown as empty tokens)."""
+    at = 0
+    for chunk in col.chunks:
+        if chunk.values.null_count:  # the usual case costs one look at a count
+            offsets = chunk.offsets.to_numpy()
+            bad = np.cumsum(np.r_[0, _mask(chunk.values.is_null())])
+            counts = bad[offsets[1:]] - bad[offsets[:-1]]
+            for i in np.flatnonzero(counts > 0).tolist():
+                if step_ok[at + i]:
+                    problems.append([int(line[at + i]), "wrong_type",
+                                     f"{key} has {int(counts[i])} null token(s): shown empty"])
+        at += len(chunk)
 
 
 def _split_extras(schema: dict[str, str], keys: list[str]) -> tuple[list[str], list[str]]:
