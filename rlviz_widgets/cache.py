@@ -276,17 +276,35 @@ def compact_tail(cache: FileCache, state: FileState) -> None:
     if k < 2:
         return
     take = paths[-k:]
-    samples = pa.concat_tables([pq.read_table(p) for p in take], promote_options="default")
-    tokens = pa.concat_tables([token_store.read(p) for p in take])
     part = f"{len(state.parts) - k:05d}-{os.urandom(4).hex()}"
-    token_store.write(tokens, cache.dir / f"part-{part}.arrow")
-    _write_parquet(samples, cache.dir, part)
+    try:
+        samples = pa.concat_tables(_same_types([pq.read_table(p) for p in take]), promote_options="default")
+        token_store.write(pa.concat_tables([token_store.read(p) for p in take]), cache.dir / f"part-{part}.arrow")
+        _write_parquet(samples, cache.dir, part)
+    except (OSError, pa.ArrowException):  # a merge is only a speed-up: the parts stay as they are
+        for suffix in (".arrow", ".parquet"):
+            (cache.dir / f"part-{part}{suffix}").unlink(missing_ok=True)
+        return
     now = time.time()
     state.retired += [[p, now] for p in state.parts[-k:]]
     lines, steps = state.part_lines[-k:], state.part_steps[-k:]
     state.parts[-k:] = [part]
     state.part_lines[-k:] = [[lines[0][0], lines[-1][1]]]
     state.part_steps[-k:] = [[min(a for a, _ in steps), max(b for _, b in steps)]]
+
+
+def _same_types(tables: list[pa.Table]) -> list[pa.Table]:
+    """Parts whose custom column has different types (numbers in one, text in another) with that column as text,
+    as a part mixing both holds it."""
+    types: dict[str, set] = {}
+    for t in tables:
+        for f in t.schema:
+            types.setdefault(f.name, set()).add(f.type)
+    mixed = {n for n, ts in types.items() if len(ts - {pa.null()}) > 1}
+    if not mixed:
+        return tables
+    return [t.cast(pa.schema([pa.field(f.name, pa.string()) if f.name in mixed else f for f in t.schema]))
+            for t in tables]
 
 
 def _drop_retired(cache: FileCache, state: FileState) -> None:

@@ -804,3 +804,25 @@ def test_a_cache_dir_we_cannot_write_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(file_numbers, "assign", refuse)
     with pytest.raises(PermissionError, match=r"cannot write the cache in .*cache.*RLVIZ_CACHE_DIR"):
         rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)
+
+
+def test_merged_parts_with_a_field_of_two_types(tmp_path):
+    """A custom field that is a number in one refresh's records and text in another's: the merged part holds it
+    as text (as a part mixing both does); other columns appear in later parts only."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    recs = records(0, 6)
+    path.write_text(json.dumps(dict(recs[0], tag=1.5)) + "\n")
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    for i, r in enumerate(recs[1:], 1):
+        extra = {"tag": "x"} if i % 2 else {"tag": 2.0, f"only{i}": i}
+        with open(path, "a") as f:
+            f.write(json.dumps(dict(r, **extra)) + "\n")
+        assert run.refresh()
+    state = next(iter(run._states.values()))
+    assert len(state.parts) < 6
+    s = run.samples.sort_values("line")
+    assert s["tag"].tolist() == ["1.5", "x", "2", "x", "2", "x"] and s["only2"].tolist()[2] == 2
+    fresh = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "fresh", progress=False)
+    # custom columns come in the order first seen: read at once, they are in one order, read in refreshes another
+    pd.testing.assert_frame_equal(frame(run), frame(fresh)[frame(run).columns])
