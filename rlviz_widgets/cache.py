@@ -307,6 +307,25 @@ def _same_types(tables: list[pa.Table]) -> list[pa.Table]:
             for t in tables]
 
 
+def drop_expired(unchanged: list[tuple[FileCache, FileState]]) -> None:
+    """Delete the retired parts of files read nothing from, once their grace time is over (a log rebuilt and then
+    left alone would otherwise keep its old parts for good). Best effort: a read-only cache keeps them."""
+    now = time.time()
+    due = [(c, st) for c, st in unchanged if any(now - when >= RETIRED_GRACE_S for _, when in st.retired)]
+    if not due:
+        return
+    try:
+        with locked([c for c, _ in due]):
+            for c, st in due:
+                current = c.load()  # as saved: another process may have read more meanwhile
+                if current is not None:
+                    _drop_retired(c, current)
+                    c.save(current)
+                    st.retired = current.retired
+    except OSError:
+        pass
+
+
 def _drop_retired(cache: FileCache, state: FileState) -> None:
     """Delete the parts merged away more than ``RETIRED_GRACE_S`` ago."""
     keep, now = [], time.time()

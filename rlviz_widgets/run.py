@@ -211,6 +211,7 @@ class Run:
                     pending += self._pending_for(state)
             self._states[str(c.path)] = state
             self._caches[str(c.path)] = c
+        cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n])
         present = {str(c.path) for c in caches}
         for path in [p for p in self._states if p not in present]:  # deleted (or renamed) since the last read
             del self._states[path], self._caches[path]

@@ -826,3 +826,20 @@ def test_merged_parts_with_a_field_of_two_types(tmp_path):
     fresh = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "fresh", progress=False)
     # custom columns come in the order first seen: read at once, they are in one order, read in refreshes another
     pd.testing.assert_frame_equal(frame(run), frame(fresh)[frame(run).columns])
+
+
+def test_retired_parts_of_a_log_left_alone_are_deleted(tmp_path, monkeypatch):
+    """A log rewritten, opened (its old parts retired), then never changed again: the old parts go once their
+    grace time is over, at the next open or refresh, though nothing is read."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(0, 5)))
+    rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(1, 3, seed=8)))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    folder = run._caches[str(path.resolve())].dir
+    assert len(list(folder.glob("part-*"))) == 4  # the new part and the retired one, each .parquet + .arrow
+    monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)
+    again = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    assert len(list(folder.glob("part-*"))) == 2 and again.n_samples == 3
+    assert not run.refresh() and run.n_samples == 3 and len(run.tokens(run.samples["sample_id"])) > 0
