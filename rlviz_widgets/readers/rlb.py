@@ -426,10 +426,7 @@ class RLBReader:
         if not bad.any():
             return col
         nulls = _mask(values.is_null())
-        cb = np.concatenate([[0], np.cumsum(bad)])
-        cn = np.concatenate([[0], np.cumsum(nulls)])
-        nbad = cb[offsets[1:]] - cb[offsets[:-1]]
-        nnull = cn[offsets[1:]] - cn[offsets[:-1]]
+        nbad, nnull = _per_row(bad, offsets), _per_row(nulls, offsets)
         for i in np.flatnonzero((nbad > 0) & step_ok).tolist():
             k_nan, k_null = int(nbad[i] - nnull[i]), int(nnull[i])
             if k_nan:
@@ -444,14 +441,19 @@ class RLBReader:
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
 
 
+def _per_row(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """How many of each list row's values are flagged (``offsets``: the rows' bounds in ``flags``)."""
+    c = np.concatenate([[0], np.cumsum(flags)])
+    return c[offsets[1:]] - c[offsets[:-1]]
+
+
 def _null_tokens(col: pa.ChunkedArray, line: np.ndarray, step_ok: np.ndarray, key: str, problems: list[list]) -> None:
     """Report the records whose token list holds nulls (shown as empty tokens)."""
     at = 0
     for chunk in col.chunks:
         if chunk.values.null_count:  # the usual case costs one look at a count
             offsets = chunk.offsets.to_numpy()
-            bad = np.cumsum(np.r_[0, _mask(chunk.values.is_null())])
-            counts = bad[offsets[1:]] - bad[offsets[:-1]]
+            counts = _per_row(_mask(chunk.values.is_null()), offsets)
             for i in np.flatnonzero(counts > 0).tolist():
                 if step_ok[at + i]:
                     problems.append([int(line[at + i]), "wrong_type",
