@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from . import lines as linereader
 from . import token_store
+from .custom_columns import FIRST_LINES
 from .metrics import with_reductions
 from .problems import Problem
 from .token_store import TOKEN_COLUMNS
@@ -40,11 +41,9 @@ from .token_store import TOKEN_COLUMNS
 # 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part; 6: token lists in Arrow files;
 # 7: per-sample reductions fixed (a sample followed only by samples without token arrays lost its last values);
 # 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed; 9: null tokens and
-# records without prompt or response reported
-CACHE_VERSION = 9
-BASE_COLUMNS = ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
-                "ground_truth", "response_chars", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
-                "logprob_mean", "value_mean", "token_reward_sum")
+# records without prompt or response reported; 10: custom fields stored by key (the run names their columns)
+CACHE_VERSION = 10
+OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
 COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
@@ -84,7 +83,8 @@ class FileState:
     parts: list[str] = field(default_factory=list)
     problems: list[list] = field(default_factory=list)  # [line, kind, message]
     fields: list[str] = field(default_factory=list)  # token arrays present in some record
-    columns: list[str] = field(default_factory=list)  # custom scalar columns found
+    optional: list[str] = field(default_factory=list)  # OPTIONAL_COLUMNS present in some record
+    columns: list[list] = field(default_factory=list)  # [key, first line] of each custom scalar field found
     part_lines: list[list[int]] = field(default_factory=list)  # [first, last] line of each part
     part_steps: list[list[int]] = field(default_factory=list)  # [lowest, highest] step of each part
     retired: list[list] = field(default_factory=list)  # [part, time merged away]: deleted after a grace time
@@ -426,8 +426,10 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     if table is None:
         return _Write(writer, lambda: None)
     state.fields = sorted(set(state.fields) | {f for f in TOKEN_COLUMNS if table[f].null_count < table.num_rows})
-    extra = [c for c in table.column_names if c not in BASE_COLUMNS and c not in TOKEN_COLUMNS]
-    state.columns = list(dict.fromkeys([*state.columns, *extra]))
+    state.optional = [c for c in OPTIONAL_COLUMNS if c in state.optional or c in table.column_names]
+    first = json.loads((table.schema.metadata or {}).get(FIRST_LINES, b"{}"))
+    known = {k for k, _ in state.columns}
+    state.columns += [[k, n] for k, n in first.items() if k not in known]
     # a fresh name for every part ever written: a rebuilt file never reuses a path whose Parquet
     # footer DuckDB may still hold in its metadata cache
     part = f"{len(state.parts):05d}-{os.urandom(4).hex()}"

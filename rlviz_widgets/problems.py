@@ -21,6 +21,12 @@ class Problem:
     message: str
 
 
+def short(v, n: int = 40) -> str:
+    """A value as text, cut for a message."""
+    s = str(v)
+    return s if len(s) <= n else s[:n] + "…"
+
+
 class LogWarning(UserWarning):
     """Issued once per open or refresh when some lines had problems."""
 

@@ -20,6 +20,7 @@ import pandas as pd
 from . import cache as cachemod
 from . import file_numbers, token_store
 from . import problems as problemsmod
+from .custom_columns import column_names, extra_column, stored_column
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
@@ -152,6 +153,7 @@ class Run:
         self._states: dict[str, cachemod.FileState] = {}
         self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
+        self._column_names: dict[str, str] = {}  # custom field key -> its samples column, kept while open
         self._steps_cache: pd.DataFrame | None = None
         self._init_token_sources()
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
@@ -176,6 +178,7 @@ class Run:
         plans = [cachemod.plan(c) for c in caches]
         busy = [i for i, (_, n) in enumerate(plans) if n]
         old_pending = self._pending
+        renamed = set(self._renamed())
         changed = _first
         # files with something to read are read under their locks (another kernel may be reading them: it is
         # waited for, and what it read is not read again)
@@ -219,6 +222,7 @@ class Run:
             new_problems.append(Problem(path, 0, "file_removed", "the file is gone: its samples left the run "
                                                                  "(line 0: the file as a whole)"))
         self._pending = pending
+        new_problems += [p for p in self._renamed() if p not in renamed]
         if changed or pending != old_pending:
             self._build_views()
             self._steps_cache = None
@@ -275,11 +279,22 @@ class Run:
                 if wanted is None or self._file_no[p] in wanted
                 for part in self._caches[p].part_paths(st)]
 
-    def _extras(self) -> list[str]:
-        return list(dict.fromkeys(c for st in self._states.values() for c in st.columns))
+    def _extras(self, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
+        """(stored column, samples column) of each custom field, named by ``names`` (default: the run's)."""
+        keys = list(dict.fromkeys(k for st in self._states.values() for k, _ in st.columns))
+        names = column_names(keys, self._column_names if names is None else names)
+        return [(stored_column(k), names[k]) for k in keys]
+
+    def _renamed(self, names: dict[str, str] | None = None) -> list[Problem]:
+        """A custom field whose column is not its cleaned name (another field has that): where it first is."""
+        self._extras(names)
+        names = self._column_names if names is None else names
+        return [Problem(st.path, line, "renamed_field", f"field {problemsmod.short(key)!r} is kept as column "
+                                                        f"{names[key]} (its plain name is another field's)")
+                for st in self._states.values() for key, line in st.columns if names[key] != extra_column(key)]
 
     def _samples_sql(self, parts: list[tuple[int, str]], where: str = "",
-                     lines: dict[int, list[int]] | None = None) -> str:
+                     lines: dict[int, list[int]] | None = None, names: dict[str, str] | None = None) -> str:
         """Samples of the given cache parts, texts cleaned, no run options applied."""
         if not parts:
             return ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
@@ -290,16 +305,19 @@ class Run:
                     "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
                     "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::BIGINT file_no "
                     "WHERE false")
-        extra_sel = "".join(f', s."{c}"' for c in self._extras())
+        extras = [(c, c) for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self._states.values())]
+        extras += self._extras(names)
+        extra_sel = "".join(f', s.{stored} AS "{column}"' for stored, column in extras)
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
                    s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
                    s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean,
                    s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
                    s.file AS file, s.line AS line, s.file_no AS file_no
-            FROM {self._source_sql(parts, lines)} s {where}"""
+            FROM {self._source_sql(parts, lines, [stored for stored, _ in extras])} s {where}"""
 
-    def _source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None) -> str:
+    def _source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
+                    extras: Iterable[str] = ()) -> str:
         """The cache parts as one relation with file_no and file columns.
 
         With ``lines`` (file_no -> line numbers), each file is read on its own with the line filter
@@ -319,6 +337,8 @@ class Run:
             selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {_lit(self._path_of(n))} AS file "
                            f"FROM read_parquet({plist}, union_by_name=true) r "
                            f"WHERE r.line IN ({', '.join(map(str, sorted(set(lines[n]))))})")
+        # the parts read may lack some optional or custom fields the run has: empty there (NULL takes any type)
+        selects.append(f"SELECT {', '.join(['NULL AS line', *(f'NULL AS {c}' for c in extras)])} WHERE false")
         return "(" + " UNION ALL BY NAME ".join(selects) + ")"
 
     def _path_of(self, file_no: int) -> str:
@@ -326,7 +346,7 @@ class Run:
             self._paths = {n: p for p, n in self._file_no.items()}
         return self._paths[file_no]
 
-    def _samples_raw_sql(self) -> str:
+    def _samples_raw_sql(self, names: dict[str, str] | None = None) -> str:
         """Every sample passing the run's options (step range, per-step cap), texts cleaned."""
         where = []
         lo, hi = self.step_range
@@ -338,7 +358,7 @@ class Run:
         if self.max_samples_per_step:
             qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file_no) "
                        f"<= {int(self.max_samples_per_step)}")
-        return (f"SELECT * FROM ({self._samples_sql(self._parts())}) "
+        return (f"SELECT * FROM ({self._samples_sql(self._parts(), names=names)}) "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
 
     def _init_token_sources(self) -> None:
@@ -698,7 +718,7 @@ class Run:
 
     def _all_problems(self) -> list[Problem]:
         out = [Problem(st.path, *p) for st in self._states.values() for p in st.problems]
-        return out + list(self._pending)
+        return out + self._renamed() + list(self._pending)
 
     @property
     def files(self) -> pd.DataFrame:

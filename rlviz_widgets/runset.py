@@ -30,6 +30,7 @@ class RunSet(Run):
         self.cache_root = first.cache_root
         self._db_future = _connect_in_background()
         self._pending: list[Problem] = []
+        self._column_names: dict[str, str] = {}  # the set's own: two runs' keys may collide where one's do not
         self._steps_cache = None
         self.generation = 0
         self._init_token_sources()
@@ -57,6 +58,7 @@ class RunSet(Run):
             self._states.update(r._states)
             self._caches.update(r._caches)
         self._paths = {n: p for p, n in self._file_no.items()}
+        self._extras()  # custom fields named over every run's keys at once, before any run's SQL asks
 
     def refresh(self, _first: bool = False) -> bool:
         changed = any([r.refresh() for r in self.runs.values()])  # every run looks, not just the first
@@ -79,14 +81,15 @@ class RunSet(Run):
             yield name, r, mine, sub
 
     def _samples_sql(self, parts, where: str = "", lines=None) -> str:
-        selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_sql(mine, lines=sub)})"
+        selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_sql(mine, lines=sub, names=self._column_names)})"
                    for name, r, mine, sub in self._split(parts, lines)]
         if not selects:
             return Run._samples_sql(self, [], where)
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
     def _samples_raw_sql(self) -> str:
-        selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_raw_sql()})" for name, r in self.runs.items()]
+        selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_raw_sql(self._column_names)})"
+                   for name, r in self.runs.items()]
         return " UNION ALL BY NAME ".join(selects)
 
     def _tokens_sql(self, parts, lines=None) -> str:
@@ -109,11 +112,10 @@ class RunSet(Run):
     def _token_fields(self) -> list[str]:
         return list(dict.fromkeys(f for r in self.runs.values() for f in r._token_fields()))
 
-    def _extras(self) -> list[str]:
-        return list(dict.fromkeys(c for r in self.runs.values() for c in r._extras()))
-
     def _all_problems(self) -> list[Problem]:
-        return [p for r in self.runs.values() for p in r._all_problems()]
+        # fields renamed in the set (its runs' keys together), not as each run alone named them
+        own = [p for r in self.runs.values() for p in r._all_problems() if p.kind != "renamed_field"]
+        return own + self._renamed()
 
     @property
     def run_steps(self) -> pd.DataFrame:

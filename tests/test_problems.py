@@ -291,6 +291,52 @@ def test_keys_found_after_any_whitespace_and_colliding_names_kept(tmp_path, cach
     assert "'a-b'" in run.problems["message"].iloc[0]
 
 
+def test_a_custom_field_keeps_its_column_across_refreshes_files_and_runs(tmp_path, cache_dir):
+    """Colliding names were settled per chunk of lines: "a-b" was column a_b_<hash> beside "a b" in one refresh's
+    lines and a_b in the next one's (merged into "a b"'s values); "Hit" alone in a second file was merged into
+    the first file's "hit". A field now has one column for the whole run, whatever each chunk holds."""
+    log = write_lines(tmp_path / "logs" / "x.jsonl", [rec(0, 0, {"a b": 1, "a-b": 2, "hit": 3, "Hit": 4})])
+    run, _ = open_recording(log, cache_dir)
+    with open(log, "a") as f:
+        f.write(json.dumps(rec(1, 1, {"a-b": 20, "Hit": 40})) + "\n")
+    run.refresh()
+    renamed = {c[:4]: c for c in run.columns if c.startswith(("a_b_", "Hit_"))}
+    assert set(renamed) == {"a_b_", "Hit_"}
+    s = run.samples.sort_values("line")
+    assert s["a_b"].tolist()[0] == 1 and pd.isna(s["a_b"].tolist()[1])
+    assert s[renamed["a_b_"]].tolist() == [2, 20] and s[renamed["Hit_"]].tolist() == [4, 40]
+    assert s["hit"].tolist()[0] == 3 and pd.isna(s["hit"].tolist()[1])
+    # the same named afresh (a cold cache and a warm one), and one page of rows from the cache parts alike
+    for cache in (tmp_path / "cold", cache_dir):
+        again, _ = open_recording(log, cache)
+        assert again.columns == run.columns
+        pd.testing.assert_frame_equal(again.samples, s.reset_index(drop=True), check_dtype=False)
+        assert again.rows([int(s["sample_id"].iloc[1])])[renamed["Hit_"]].tolist() == [40]
+
+    # two files: "Hit" alone in b.jsonl is the column of "Hit" in a.jsonl, not a.jsonl's "hit"
+    a = write_lines(tmp_path / "two" / "a.jsonl", [rec(0, 0, {"hit": 1, "Hit": 2})])
+    b = write_lines(tmp_path / "two" / "b.jsonl", [rec(0, 1, {"Hit": 20})])
+    run, _ = open_recording(tmp_path / "two", cache_dir)
+    s = run.samples.sort_values("file")
+    hit_ = [c for c in run.columns if c.startswith("Hit_")]
+    assert len(hit_) == 1 and s[hit_[0]].tolist() == [2, 20] and s["hit"].isna().tolist() == [False, True]
+    assert located(run) == {(str(a.resolve()), 1, "renamed_field"), (str(b.resolve()), 1, "renamed_field")}
+    # a page of rows from the file without "hit": that column is empty there, not an error
+    assert run.rows([int(s["sample_id"].iloc[1])])["hit"].isna().all()
+
+    # two runs side by side, each without a collision, together with one: the set names them apart
+    c = write_lines(tmp_path / "c" / "c.jsonl", [rec(0, 2, {"hit": 5})])
+    d = write_lines(tmp_path / "d" / "d.jsonl", [rec(0, 3, {"Hit": 6})])
+    rc, _ = open_recording(c, cache_dir)
+    rd, _ = open_recording(d, cache_dir)
+    assert "hit" in rc.columns and "Hit" in rd.columns and rc.problems.empty and rd.problems.empty
+    both = rlviz_widgets.RunSet({"c": rc, "d": rd})
+    s = both.samples.sort_values("run")
+    hit_ = [c for c in both.columns if c.startswith("Hit_")]
+    assert len(hit_) == 1 and s[hit_[0]].isna().tolist() == [True, False] and s["hit"].isna().tolist() == [False, True]
+    assert located(both) == {(str(d.resolve()), 1, "renamed_field")}
+
+
 def test_auto_format_looks_past_a_bad_first_record(tmp_path, cache_dir):
     f = write_lines(tmp_path / "logs" / "rank0.jsonl", [{}, rec(0, 1), rec(0, 2)])
     run, _ = open_recording(tmp_path / "logs", cache_dir)

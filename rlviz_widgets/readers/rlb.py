@@ -19,20 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..custom_columns import FIRST_LINES, stored_column
 from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS
+from ..problems import short as _short
 from .jsonkeys import candidate_keys
 from .tokens import spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
 NUMBER_FIELDS = ("reward", "ref_reward")
-KNOWN = {*TEXT_FIELDS, *NUMBER_FIELDS, *ARRAYS, "step", "response_tokens", "ground_truth"}
-# common column names; a custom field with one of these names is kept with a trailing "_"
-RESERVED = KNOWN | {"group_id", "advantage",
-                    "sample_id", "file", "line", "n_tokens", "response_chars", "reward_gap", "file_no", "tokens",
-                    "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean", "value_mean",
-                    "token_reward_sum"}
-_SAFE = re.compile(r"\W+")  # letters and digits of any script stay
 _BRACE = ord("{")
 
 
@@ -93,12 +88,6 @@ def signature(columns: dict[str, str], tokenizer) -> str:
         tok = [getattr(tokenizer, "name_or_path", None) or type(tokenizer).__qualname__,
                getattr(tokenizer, "vocab_size", None)]
     return hashlib.sha1(json.dumps([sorted(columns.items()), tok], default=str).encode()).hexdigest()[:10]
-
-
-def extra_column(key: str) -> str:
-    """The samples column a custom scalar field lands in."""
-    name = _SAFE.sub("_", key).strip("_") or "field"
-    return name + "_" if name.lower() in RESERVED else name
 
 
 class RLBReader:
@@ -377,9 +366,8 @@ class RLBReader:
             there = con.execute("SELECT line FROM raw WHERE list_contains(json_keys(j), '')").fetchall()
             problems += [[n, "unnamed_field", "a field with an empty name: its value is not kept"] for (n,) in there]
         kept = t["line"].to_numpy()  # the lines of the records kept (``line`` and ``step_ok``: of them all)
-        taken = {c.lower() for c in (*out, "tokens", *ARRAYS)}  # DuckDB's column names ignore case
-        # lower-case keys first: where two differ only in case, "acc" keeps its name and "Acc" is renamed
-        for name in sorted(t.column_names, key=lambda c: (c != c.lower(), c)):
+        first_lines = {}
+        for name in t.column_names:
             if name.startswith("_n_"):
                 key = name[3:]
                 nums, strs = t[name], t["_s_" + key]
@@ -393,17 +381,12 @@ class RLBReader:
                     values = strs
                 else:  # mixed: keep everything as text
                     values = pc.coalesce(strs, pc.cast(nums, pa.string()))
-                column = extra_column(key)
-                if column.lower() in taken:  # another key got that name ("a b" and "a-b"): this one is renamed
-                    column = f"{column}_{hashlib.sha1(key.encode()).hexdigest()[:6]}"
-                    first = int(kept[np.flatnonzero(_mask(values.is_valid()))[0]])
-                    problems.append([first, "renamed_field", f"field {_short(key)!r} is kept as column {column} "
-                                                             f"(its plain name is another field's)"])
-                taken.add(column.lower())
-                out[column] = values
+                # stored under a name made of the key alone; the run names the column (``column_names``)
+                out[stored_column(key)] = values
+                first_lines[key] = int(kept[np.flatnonzero(_mask(values.is_valid()))[0]])
         for f in ("tokens", *ARRAYS):
             out[f] = t[f]
-        return pa.table(out)
+        return pa.table(out).replace_schema_metadata({FIRST_LINES: json.dumps(first_lines)})
 
     def _clean(self, col: pa.ChunkedArray, line: np.ndarray, step_ok: np.ndarray, key: str,
                problems: list[list]) -> pa.ChunkedArray:
@@ -547,11 +530,6 @@ def _mask(arr) -> np.ndarray:
     """A pyarrow boolean array as a numpy bool array (nulls false), without a Python loop."""
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     return arr.fill_null(False).to_numpy(zero_copy_only=False)
-
-
-def _short(v, n: int = 40) -> str:
-    s = str(v)
-    return s if len(s) <= n else s[:n] + "…"
 
 
 def _json_error(text: str) -> str:

@@ -1,0 +1,60 @@
+"""Custom fields' columns: how a record key is stored in the cache parts and named in ``samples``.
+
+A custom field is stored under a name made of its key alone, unique even ignoring case (DuckDB's names
+do): what it is called in ``samples`` depends on the other keys of the run, which a part cannot know
+("a b" and "a-b" both want ``a_b``; "acc" and "Acc" are one name to DuckDB). The run names them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from .metrics import ARRAYS
+
+# the common columns (and RunSet's run): a custom field named like one is kept with a trailing "_"
+RESERVED = {"prompt", "response", "ref_response", "reward", "ref_reward", *ARRAYS, "step", "response_tokens",
+            "ground_truth", "group_id", "advantage", "sample_id", "file", "line", "n_tokens", "response_chars",
+            "reward_gap", "file_no", "tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
+            "logprob_mean", "value_mean", "token_reward_sum", "run"}
+_SAFE = re.compile(r"\W+")  # letters and digits of any script stay
+STORED_PREFIX = "x_"
+FIRST_LINES = b"rlviz.first_lines"  # Arrow metadata of a parsed table: custom key -> first line with a value
+
+
+def extra_column(key: str) -> str:
+    """The samples column a custom scalar field lands in, unless another field took that name first."""
+    name = _SAFE.sub("_", key).strip("_") or "field"
+    return name + "_" if name.lower() in RESERVED else name
+
+
+def stored_column(key: str) -> str:
+    """The cache parts' column of a custom field (its key, hex-encoded)."""
+    return STORED_PREFIX + key.encode("utf-8", "surrogatepass").hex()
+
+
+def stored_key(column: str) -> str:
+    return bytes.fromhex(column[len(STORED_PREFIX):]).decode("utf-8", "surrogatepass")
+
+
+def column_names(keys: Iterable[str], known: dict[str, str]) -> dict[str, str]:
+    """Give each custom key not in ``known`` its samples column; returns ``known``, updated.
+
+    A key gets its cleaned name (``extra_column``) unless a common column or another key has it (ignoring
+    case), then the cleaned name and a short hash of the key. Names given stay: a column keeps its meaning
+    for as long as the run is open. Among new keys, one that is its own cleaned name comes first (``a_b``
+    before ``a b``), then lower case (``acc`` before ``Acc``), so a run opened afresh names them alike.
+    """
+    taken = {v.lower() for v in known.values()}
+    for key in sorted({k for k in keys if k not in known}, key=lambda k: (extra_column(k) != k, k != k.lower(), k)):
+        column = extra_column(key)
+        if column.lower() in taken:
+            column = f"{column}_{hashlib.sha1(key.encode('utf-8', 'surrogatepass')).hexdigest()[:6]}"
+            while column.lower() in taken:  # a key spelled like a renamed one: rare enough for a plain suffix
+                column += "_"
+        taken.add(column.lower())
+        known[key] = column
+    return known
+
+
