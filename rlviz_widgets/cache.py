@@ -79,6 +79,8 @@ class FileState:
     tail: str = ""  # hash of the last bytes read (up to HEAD_BYTES before ``consumed``)
     consumed: int = 0  # bytes read into parts (always ends a line)
     lines: int = 0  # lines consumed
+    records: int = 0  # records kept in the parts
+    epoch: str = ""  # new whenever the file is read from its start (a rebuilt file may hold as many records)
     open_tail: bool = False  # last consumed line had no newline yet
     parts: list[str] = field(default_factory=list)
     problems: list[list] = field(default_factory=list)  # [line, kind, message]
@@ -132,7 +134,7 @@ class FileCache:
             shutil.rmtree(self._folder(self.dir.parent.parent, self.path, self.reader_name, version),
                           ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
-        state = FileState(path=str(self.path), reader=self.reader_name)
+        state = FileState(path=str(self.path), reader=self.reader_name, epoch=os.urandom(8).hex())
         now = time.time()
         try:
             old = {r[0]: r[1] for r in json.loads((self.dir / "state.json").read_text()).get("retired", [])}
@@ -183,6 +185,8 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
             with open(cache.path, "rb") as f:
                 f.seek(state.consumed - 1)
                 grew = f.read(1) == b"\n"
+        elif grew:  # the last line was taken without its newline: only blanks may have come before it
+            grew = _open_tail_end(cache.path, state.consumed) is not None
         if grew or (state.consumed == 0 and st.st_size >= state.size):
             return state, st.st_size - state.consumed
     state = cache.reset()
@@ -348,12 +352,10 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
     first = linereader.FIRST_CHUNK_BYTES
     for n, (i, (cache, state)) in enumerate(zip(ids, jobs)):
         start = state.consumed
-        if state.open_tail:  # the line we took without a newline may now be finished by one
-            with open(cache.path, "rb") as f:
-                f.seek(start)
-                if f.read(1) == b"\n":
-                    start += 1
-                    state.open_tail = False
+        if state.open_tail:  # the line we took without a newline may now be finished by one ("\r\n" too)
+            end = _open_tail_end(cache.path, start)
+            if end:
+                start, state.open_tail = end, False
             state.consumed = start
         last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
         for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool,
@@ -382,14 +384,14 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
     with open(path, "rb") as f:  # what lies after the complete lines read, as of this size
         f.seek(state.consumed)
         rest = f.read(max(st.st_size - state.consumed, 0))
-    if b"\n" in rest or (state.open_tail and rest) or st.st_size < state.consumed:
+    if b"\n" in rest or (state.open_tail and rest.strip()) or st.st_size < state.consumed:
         # the job wrote more lines after the reading stopped (or cut the file): left for the next refresh,
         # which finds the file grown (or changed) past what is recorded as read
         state.mtime_ns = st.st_mtime_ns
         state.size = state.consumed
         _hash_ends(path, state)
         return pending
-    if rest.strip():
+    if rest.strip() and not state.open_tail:
         text = rest.decode("utf-8", errors="replace")
         if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
             # a finished last record that simply lacks the final newline
@@ -410,6 +412,22 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
     return pending
 
 
+def _open_tail_end(path: Path, consumed: int) -> int | None:
+    """After a last line taken without its newline: where its newline ends (0 while none has come), or None if
+    anything but blanks came before it (the line was not finished after all: the file must be read again)."""
+    with open(path, "rb") as f:
+        f.seek(consumed)
+        at = consumed
+        while block := f.read(1 << 16):
+            head, newline, _ = block.partition(b"\n")
+            if head.strip():
+                return None
+            if newline:
+                return at + len(head) + 1
+            at += len(block)
+    return 0
+
+
 def _hash_ends(path, state: FileState) -> None:
     """The hashes telling, later, that the bytes read are still there (a file that only grew)."""
     state.head = _head(path, state.consumed) if state.consumed else ""
@@ -426,6 +444,7 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     if table is None:
         return _Write(writer, lambda: None)
     state.fields = sorted(set(state.fields) | {f for f in TOKEN_COLUMNS if table[f].null_count < table.num_rows})
+    state.records += table.num_rows
     state.optional = [c for c in OPTIONAL_COLUMNS if c in state.optional or c in table.column_names]
     first = json.loads((table.schema.metadata or {}).get(FIRST_LINES, b"{}"))
     known = {k for k, _ in state.columns}

@@ -201,7 +201,10 @@ class Run:
         for c, (state, n) in zip(caches, plans):
             if n:
                 (state, p), before = updated[str(c.path)]
-                changed = True
+                old = self._states.get(str(c.path))
+                # read, but maybe only blanks: a change if it gave records or problems, or was read afresh
+                changed = (changed or old is None or (old.epoch, old.records) != (state.epoch, state.records)
+                           or len(state.problems) != before)
                 pending += p
                 if not _first:
                     new_problems += [Problem(state.path, *q) for q in state.problems[before:]]
@@ -223,13 +226,16 @@ class Run:
                                                                  "(line 0: the file as a whole)"))
         self._pending = pending
         new_problems += [p for p in self._renamed() if p not in renamed]
-        if changed or pending != old_pending:
+        if changed:
             self._build_views()
             self._steps_cache = None
+        # an unfinished last line that appeared or went is news too (not its byte count growing: no rebuild)
+        moved = {(p.file, p.line) for p in pending} != {(p.file, p.line) for p in old_pending}
+        if changed or moved:
             self.generation += 1
         shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
         problemsmod.warn(shown)
-        return changed
+        return changed or moved
 
     @contextlib.contextmanager
     def _writable_cache(self):

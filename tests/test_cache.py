@@ -212,6 +212,50 @@ def test_finished_last_record_without_newline(tmp_path, open_run, spy):
     assert_same_as_fresh(run, folder, tmp_path)
 
 
+@pytest.mark.parametrize("ending", ["\r\n", " \n", "\r"])
+def test_last_record_taken_without_newline_then_finished_by_blanks(tmp_path, open_run, spy, ending):
+    """A record taken without its newline, then ended by "\r\n" (a CRLF writer flushing between "}" and its line
+    end) or blanks: only a bare "\n" was understood, so the next line began at the "\r", every later refresh read
+    the file again and said it changed, and the line after never showed. Now as a fresh open reads it."""
+    folder = tmp_path / "logs"
+    recs = records(step=0, n=4)
+    lines = [json.dumps(r) for r in recs]
+    f = folder / "rank0.jsonl"
+    folder.mkdir()
+    f.write_bytes((lines[0] + "\r\n" + lines[1]).encode())
+    run = open_run(folder)
+    assert run.samples["line"].tolist() == [1, 2]
+    with open(f, "ab") as fh:
+        fh.write(ending.encode())
+    assert run.refresh() is False  # blanks after a record: nothing new
+    with open(f, "ab") as fh:
+        fh.write(("" if "\n" in ending else "\n").encode() + (lines[2] + "\r\n" + lines[3][:20]).encode())
+    spy["reset"]()
+    assert run.refresh() is True and spy["parsed"] == [3]
+    assert run.samples["line"].tolist() == [1, 2, 3]
+    assert run.problems[["line", "kind"]].values.tolist() == [[4, "incomplete_last_line"]]
+    spy["reset"]()
+    assert [run.refresh() for _ in range(3)] == [False] * 3 and spy["update"] == 0  # settled: nothing re-read
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
+def test_last_record_taken_without_newline_then_continued(tmp_path, open_run):
+    """The record taken was not the whole line after all (a job appending to it): the file is read again, as a
+    fresh open reads it (one malformed line), instead of keeping the first half as a record."""
+    folder = tmp_path / "logs"
+    recs = [json.dumps(r) for r in records(step=0, n=3)]
+    f = write_lines(folder / "rank0.jsonl", recs[:1], newline_at_end=False)
+    run = open_run(folder)
+    assert len(run.samples) == 1
+    with open(f, "a") as fh:
+        fh.write(recs[1] + "\n" + recs[2] + "\n")
+    with pytest.warns(LogWarning):
+        assert run.refresh() is True
+    assert run.samples["line"].tolist() == [2]
+    assert run.problems[["line", "kind"]].values.tolist() == [[1, "malformed_json"]]
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
 def test_log_folder_is_never_written(synth_logs, open_run, cache_dir):
     folder, files = synth_logs(ranks=2)
     with open(files[0], "ab") as fh:
