@@ -212,7 +212,8 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
     prepare = getattr(reader, "prepare", None)
     pool = linereader.BufferPool()
     # no end-of-file markers between the chunks: one would let the reader get a chunk further ahead
-    chunks = _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None))
+    seen: dict[int, _Seen] = {}
+    chunks = _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None), seen)
     with linereader.Prefetch(chunks, (lambda item: prepare(item[1])) if prepare else None) as reading:
         db = con.result() if isinstance(con, Future) else con
         # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on
@@ -230,7 +231,7 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                 while unfinished and unfinished[0] != i:
                     j = unfinished.pop(0)
                     cache, state = jobs[j]
-                    out[j] = (state, _finish(cur, cache, state, bound[j], on_bytes, writer, writes))
+                    out[j] = (state, _finish(cur, cache, state, bound[j], on_bytes, writer, writes, seen[j]))
                     on_file_done()
 
             for i, chunk in reading:
@@ -239,6 +240,7 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                 if len(writes) >= MAX_PENDING_WRITES:  # a disk slower than the parser: the parser waits before
                     writes[-MAX_PENDING_WRITES].wait()  # the next chunk, so parsed tables do not pile up in memory
                 writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
+                seen[i].add(chunk.buffer[:chunk.end - chunk.start])
                 pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
                 on_bytes(chunk.end - chunk.start)
@@ -345,21 +347,51 @@ def _drop_retired(cache: FileCache, state: FileState) -> None:
     state.retired = keep
 
 
+@dataclass
+class _Seen:
+    """What a refresh read of one file, to tell at its end that the file still holds it (not rewritten meanwhile)."""
+
+    start: int  # where this read began
+    head: str  # the hash of the first bytes read before (``_head`` of ``before``, as the plan checked them)
+    before: int  # the bytes read before
+    first: bytes = b""  # the first bytes read (up to HEAD_BYTES)
+    last: bytes = b""  # the last bytes read (up to HEAD_BYTES)
+
+    def add(self, data) -> None:
+        if len(self.first) < HEAD_BYTES:
+            self.first += bytes(data[:HEAD_BYTES - len(self.first)])
+        self.last = (self.last + bytes(data[-HEAD_BYTES:]))[-HEAD_BYTES:]
+
+    def still_there(self, path: Path, end: int) -> bool:
+        """Whether the file still holds, where they were, the bytes read up to ``end``."""
+        with open(path, "rb") as f:
+            if self.before and hashlib.sha1(f.read(min(self.before, HEAD_BYTES))).hexdigest() != self.head:
+                return False
+            for at, data in ((self.start, self.first), (end - len(self.last), self.last)):
+                f.seek(at)
+                if f.read(len(data)) != data:
+                    return False
+        return True
+
+
 def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: linereader.BufferPool,
-            also_find: int | None):
+            also_find: int | None, seen: dict[int, _Seen]):
     """(job id, chunk) for the new complete lines of each file in turn (the last file ends in a small chunk:
-    nothing else is left to parse while its part is written)."""
+    nothing else is left to parse while its part is written). Each file is read up to the size it has when
+    its read begins: a job that never stops writing is not chased (what it adds is the next refresh's)."""
     first = linereader.FIRST_CHUNK_BYTES
     for n, (i, (cache, state)) in enumerate(zip(ids, jobs)):
-        start = state.consumed
+        start = before = state.consumed
         if state.open_tail:  # the line we took without a newline may now be finished by one ("\r\n" too)
             end = _open_tail_end(cache.path, start)
             if end:
                 start, state.open_tail = end, False
             state.consumed = start
+        seen[i] = _Seen(start, state.head, before)
         last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
+        stop = os.stat(cache.path).st_size
         for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool,
-                                            also_find=also_find, last_chunk_bytes=last):
+                                            also_find=also_find, last_chunk_bytes=last, stop=stop):
             yield i, chunk
             first = None
 
@@ -376,8 +408,12 @@ def _update_whole(con, cache: FileCache, state: FileState, reader, on_bytes, wri
     return state, []
 
 
-def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, writes: list) -> list[Problem]:
-    """After a file's complete lines: its last line without a newline, and its new size and hashes."""
+def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, writes: list,
+            seen: _Seen) -> list[Problem]:
+    """After a file's complete lines: its last line without a newline, and its new size and hashes.
+
+    A file rewritten while it was read (a job restarted) is marked ``stale`` (size -1, no hashes): what was
+    read may mix both contents, so the caller reads it again from its start."""
     path = cache.path
     st = os.stat(path)
     pending: list[Problem] = []
@@ -389,7 +425,7 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
         # which finds the file grown (or changed) past what is recorded as read
         state.mtime_ns = st.st_mtime_ns
         state.size = state.consumed
-        _hash_ends(path, state)
+        _seal(path, state, seen)
         return pending
     if rest.strip() and not state.open_tail:
         text = rest.decode("utf-8", errors="replace")
@@ -399,6 +435,7 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
                                      np.frombuffer(text.lstrip().encode()[:1], np.uint8), state.consumed,
                                      state.consumed + len(rest))
             writes.append(_ingest(con, cache, state, reader, chunk, writer))
+            seen.add(rest)
             state.consumed += len(rest)
             state.lines += 1
             state.open_tail = True
@@ -408,8 +445,21 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
                                    "skipped until the line is complete"))
     on_bytes(len(rest))
     state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
-    _hash_ends(path, state)
+    _seal(path, state, seen)
     return pending
+
+
+def _seal(path: Path, state: FileState, seen: _Seen) -> None:
+    """The hashes of a file read, if it still holds what was read; else it is marked stale (``is_stale``)."""
+    if seen.still_there(path, state.consumed):
+        _hash_ends(path, state)
+    else:
+        state.size, state.mtime_ns, state.head, state.tail = -1, 0, "", ""
+
+
+def is_stale(state: FileState) -> bool:
+    """Whether the file was rewritten while it was read: its parts may mix old and new lines; read it again."""
+    return state.size < 0
 
 
 def _open_tail_end(path: Path, consumed: int) -> int | None:

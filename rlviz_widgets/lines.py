@@ -83,7 +83,7 @@ class BufferPool:
 def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                 chunk_bytes: int | None = None, first_chunk_bytes: int | None = None,
                 pool: BufferPool | None = None, also_find: int | None = None,
-                last_chunk_bytes: int | None = None) -> Iterator[Chunk]:
+                last_chunk_bytes: int | None = None, stop: int | None = None) -> Iterator[Chunk]:
     """Yield chunks of complete lines from byte ``start`` on; stops at the last newline.
 
     ``first_chunk_bytes``: a smaller first read, so that whoever parses the chunks starts sooner;
@@ -92,11 +92,14 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
     Each chunk has a buffer of its own, valid until the chunk is handed back to ``pool`` (without
     a pool: for as long as the chunk lives). ``also_find``: a byte whose positions a reader wants
     (``chunk.found``); it is looked for with the newlines, a block at a time, while the block just
-    read is still in the CPU's cache.
+    read is still in the CPU's cache. ``stop``: read no byte at or past this offset (the size a refresh
+    saw: a job that never stops writing is not chased).
     """
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         end = os.fstat(f.fileno()).st_size  # it may grow meanwhile: this only shapes the last chunks
+        if stop is not None:
+            end = min(end, stop)
         pos, line_no, carry = start, first_line, b""
         chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time (tests make chunks small)
         want = first_chunk_bytes or chunk_bytes
@@ -104,6 +107,10 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
             left = end - pos - len(carry)
             if last_chunk_bytes and want == chunk_bytes and last_chunk_bytes < left <= chunk_bytes + last_chunk_bytes:
                 want = left - last_chunk_bytes
+            if stop is not None:
+                want = min(want, stop - pos - len(carry))
+                if want <= 0:
+                    return
             cap = len(carry) + want  # a line longer than a chunk fits too
             buf = pool.get(cap, chunk_bytes)[:cap] if pool is not None else np.empty(cap, dtype=np.uint8)
             buf[:len(carry)] = np.frombuffer(carry, dtype=np.uint8)

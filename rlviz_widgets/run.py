@@ -194,6 +194,14 @@ class Run:
                 results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
                                                 bar.file_done, compact=not _first)
                 updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
+                for _ in range(3):  # a file rewritten while it was read (a job restarted) is read again, afresh
+                    stale = [c for (c, _), (st, _) in zip(todo_jobs, results) if cachemod.is_stale(st)]
+                    if not stale:
+                        break
+                    todo_jobs = [(c, cachemod.plan(c)[0]) for c in stale]
+                    results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
+                                                    bar.file_done, compact=not _first)
+                    updated.update({str(c.path): (r, 0) for (c, _), r in zip(todo_jobs, results)})
             finally:
                 bar.close()
         pending: list[Problem] = []

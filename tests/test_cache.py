@@ -256,6 +256,65 @@ def test_last_record_taken_without_newline_then_continued(tmp_path, open_run):
     assert_same_as_fresh(run, folder, tmp_path)
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_log_rewritten_while_a_refresh_reads_it(tmp_path, open_run, monkeypatch, when):
+    """A job restarts (the log truncated and written anew, longer) just before or just after a refresh reads it:
+    the refresh kept the old lines with the new ones, for good (the hashes were taken of the new file at the end,
+    so later refreshes took it for a file that had only grown). Now what was read is checked against the file
+    at the end, and a file that changed meanwhile is read again from its start."""
+    folder = tmp_path / "logs"
+    old = [dict(r, epoch=0) for r in records(step=0, n=20)]
+    f = write_lines(folder / "rank0.jsonl", old)
+    run = open_run(folder)
+    with open(f, "a") as fh:  # the old job wrote more: the refresh will read from where the last one stopped
+        fh.write("".join(json.dumps(dict(r, epoch=0)) + "\n" for r in records(step=1, n=5, seed=4)))
+    new = "".join(json.dumps(dict(r, epoch=1)) + "\n" for s in range(3) for r in records(step=s, n=20, seed=5 + s))
+    real = cachemod.linereader.read_chunks
+
+    def rewritten(*a, **kw):
+        if when == "before":
+            f.write_text(new)
+        yield from real(*a, **kw)
+        if when == "after":
+            f.write_text(new)
+
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", rewritten)
+    assert run.refresh() is True
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", real)
+    assert run.samples["epoch"].tolist() == [1] * 60
+    assert run.refresh() is False
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
+def test_refresh_reads_up_to_the_size_it_saw(tmp_path, open_run, monkeypatch, spy):
+    """A refresh stops where the file ended when it began reading: one that followed a job still appending read
+    on for as long as the job wrote (a small part per read). The lines written meanwhile are the next one's."""
+    folder = tmp_path / "logs"
+    recs = records(step=0, n=12)
+    f = write_lines(folder / "rank0.jsonl", recs[:4])
+    run = open_run(folder)
+    real = cachemod.linereader.read_chunks
+
+    def job_writes_on(*a, **kw):
+        wrote = False
+        for chunk in real(*a, **kw):
+            yield chunk
+            if not wrote:  # while the refresh reads, the job appends
+                with open(f, "a") as fh:
+                    fh.write("".join(json.dumps(r) + "\n" for r in recs[8:]))
+                wrote = True
+
+    with open(f, "a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in recs[4:8]))
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", job_writes_on)
+    spy["reset"]()
+    assert run.refresh() is True
+    assert spy["parsed"] == [5, 6, 7, 8] and run.samples["line"].tolist() == list(range(1, 9))
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", real)
+    assert run.refresh() is True and run.samples["line"].tolist() == list(range(1, 13))
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
 def test_log_folder_is_never_written(synth_logs, open_run, cache_dir):
     folder, files = synth_logs(ranks=2)
     with open(files[0], "ab") as fh:
