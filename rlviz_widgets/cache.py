@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import leases, token_store
 from . import lines as linereader
-from . import token_store
 from .custom_columns import FIRST_LINES
 from .metrics import with_reductions
 from .problems import Problem
@@ -196,17 +196,20 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
 
 
 def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
-                 on_file_done=lambda: None, compact: bool = False) -> list[tuple[FileState, list[Problem]]]:
+                 on_file_done=lambda: None) -> list[tuple[FileState, list[Problem]]]:
     """Read what is new in each file into new parts; per file, the new state and a pending problem, if any.
 
     JSON-lines files go through one pipeline: the next chunk (of this file or the next one) is read
     while this one is parsed, and Parquet is written in the background, so no core waits at file ends.
     ``con`` may be a Future of the connection: the first chunks are read while it is being made.
-    ``compact``: merge each file's small trailing parts (``compact_tail``), as a refresh of a followed log does.
+    A file read on from where an earlier read stopped has its small trailing parts merged (``compact_tail``).
     """
     if not jobs:
         return []
     bound = [reader.for_file(c.path) if hasattr(reader, "for_file") else reader for c, _ in jobs]
+    # a file read on from where an earlier read stopped gains small parts (a refresh, or an open of a log that
+    # grew since): merged when done; a file read from its start has big parts already
+    resumed = [state.consumed > 0 for _, state in jobs]
     out: list[tuple[FileState, list[Problem]] | None] = [None] * len(jobs)
     lines = [i for i, r in enumerate(bound) if not getattr(r, "whole_file", False)]
     prepare = getattr(reader, "prepare", None)
@@ -247,12 +250,36 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
             finish_before(None)
             for write in reversed(writes):  # nothing left to parse: write what the writer has not started
                 write.result()
-    for (cache, state), r in zip(jobs, bound):
-        if compact and not getattr(r, "whole_file", False):
+    for (cache, state), r, again in zip(jobs, bound, resumed):
+        if again and not getattr(r, "whole_file", False):
             compact_tail(cache, state)
+        _retire_orphans(cache, state)
         _drop_retired(cache, state)
         cache.save(state)  # only now: every part it names is written
     return out
+
+
+def _retire_orphans(cache: FileCache, state: FileState) -> None:
+    """Parts no state names (a refresh killed before it saved) are retired; temporary files of a write killed
+    midway (an hour old: no live write takes that long) are deleted. Called under the file's lock."""
+    named = set(state.parts) | {p for p, _ in state.retired}
+    now = time.time()
+    try:
+        entries = list(os.scandir(cache.dir))
+    except OSError:
+        return
+    for e in entries:
+        if e.name.startswith("part-") and e.name.endswith((".parquet", ".arrow")):
+            part = e.name[len("part-"):].rsplit(".", 1)[0]
+            if part not in named:
+                state.retired.append([part, now])
+                named.add(part)
+        elif e.name.endswith(".tmp"):
+            try:
+                if now - e.stat().st_mtime > 3600:
+                    os.remove(e.path)
+            except OSError:
+                pass
 
 
 @contextlib.contextmanager
@@ -324,19 +351,21 @@ def drop_expired(unchanged: list[tuple[FileCache, FileState]]) -> None:
         with locked([c for c, _ in due]):
             for c, st in due:
                 current = c.load()  # as saved: another process may have read more meanwhile
-                if current is not None:
-                    _drop_retired(c, current)
+                if current is not None and _drop_retired(c, current):
                     c.save(current)
                     st.retired = current.retired
     except OSError:
         pass
 
 
-def _drop_retired(cache: FileCache, state: FileState) -> None:
-    """Delete the parts merged away more than ``RETIRED_GRACE_S`` ago."""
+def _drop_retired(cache: FileCache, state: FileState) -> bool:
+    """Delete the parts merged away more than ``RETIRED_GRACE_S`` ago that no live Run reads (``leases``);
+    True if any went."""
     keep, now = [], time.time()
+    due = [part for part, when in state.retired if now - when >= RETIRED_GRACE_S]
+    used = leases.in_use(cache.dir.parent.parent) if due else set()
     for part, when in state.retired:
-        if now - when < RETIRED_GRACE_S:
+        if now - when < RETIRED_GRACE_S or leases.key(cache.dir / f"part-{part}.parquet") in used:
             keep.append([part, when])
             continue
         for suffix in (".parquet", ".arrow"):
@@ -344,7 +373,9 @@ def _drop_retired(cache: FileCache, state: FileState) -> None:
                 os.remove(cache.dir / f"part-{part}{suffix}")
             except FileNotFoundError:
                 pass
+    dropped = len(keep) < len(state.retired)
     state.retired = keep
+    return dropped
 
 
 @dataclass

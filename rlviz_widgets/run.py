@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import cache as cachemod
-from . import file_numbers, token_store
+from . import file_numbers, leases, token_store
 from . import problems as problemsmod
 from .custom_columns import column_names, extra_column, stored_column
 from .metrics import per_token_sql
@@ -190,9 +190,7 @@ class Run:
             try:
                 todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
                 befores = [len(state.problems) for _, state in todo_jobs]
-                # a refresh merges the small parts each one adds (a first open's parts are big, but for the last)
-                results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
-                                                bar.file_done, compact=not _first)
+                results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes, bar.file_done)
                 updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
                 for _ in range(3):  # a file rewritten while it was read (a job restarted) is read again, afresh
                     stale = [c for (c, _), (st, _) in zip(todo_jobs, results) if cachemod.is_stale(st)]
@@ -200,7 +198,7 @@ class Run:
                         break
                     todo_jobs = [(c, cachemod.plan(c)[0]) for c in stale]
                     results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
-                                                    bar.file_done, compact=not _first)
+                                                    bar.file_done)
                     updated.update({str(c.path): (r, 0) for (c, _), r in zip(todo_jobs, results)})
             finally:
                 bar.close()
@@ -382,6 +380,7 @@ class Run:
         # a source and its name belong to one version of the parts; a refresh holds it while it remakes the views
         self._token_lock = threading.RLock()
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # cursors handed out, given the new files on a change
+        self._lease = leases.Lease(self.cache_root, self)  # the parts the views read: not deleted under them
 
     def _build_views(self) -> None:
         with self._token_lock:  # no cursor is made meanwhile: each has the files its views name
@@ -395,6 +394,7 @@ class Run:
                 self._register_tokens(cur)
             except duckdb.Error:  # closed, or busy with a query: its next one naming tokens fails (old name)
                 pass
+        self._lease.hold(p for _, p in self._parts())
         con = self._cursor()
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates

@@ -34,6 +34,7 @@ class RunSet(Run):
         self._steps_cache = None
         self.generation = 0
         self._init_token_sources()
+        self._seen = {name: r.generation for name, r in self.runs.items()}  # the runs' data the views show
         try:
             self._merge()
             self._build_views()
@@ -62,12 +63,27 @@ class RunSet(Run):
 
     def refresh(self, _first: bool = False) -> bool:
         changed = any([r.refresh() for r in self.runs.values()])  # every run looks, not just the first
-        if changed:
+        return self._sync() or changed
+
+    def _sync(self) -> bool:
+        """Follow the runs: one refreshed on its own (a view following it) changed its parts and token files,
+        which the set's views name. True if the views were remade."""
+        if all(r.generation == self._seen[name] for name, r in self.runs.items()):
+            return False
+        with self._token_lock:
+            seen = {name: r.generation for name, r in self.runs.items()}
+            if seen == self._seen:
+                return False
+            self._seen = seen
             self._merge()
             self._build_views()
             self._steps_cache = None
             self.generation += 1
-        return changed
+        return True
+
+    def _cursor(self):
+        self._sync()  # every query asks for a cursor first
+        return super()._cursor()
 
     # -- SQL: the union of the runs' own --------------------------------------------------------
     def _split(self, parts, lines=None):

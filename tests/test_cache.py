@@ -7,6 +7,7 @@ import json
 import os
 import random
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -64,6 +65,10 @@ def assert_same_as_fresh(run, source, tmp_path, name="fresh_cache"):
     pd.testing.assert_frame_equal(run.tokens(ids), fresh.tokens(ids))
 
 
+def _no_leases(entries: dict) -> dict:
+    return {k: v for k, v in entries.items() if "leases" not in Path(k).parts}
+
+
 def test_second_open_reads_nothing(synth_logs, open_run, cache_dir, spy):
     folder, files = synth_logs(ranks=3)
     first = open_run(folder)
@@ -74,7 +79,9 @@ def test_second_open_reads_nothing(synth_logs, open_run, cache_dir, spy):
     spy["reset"]()
     again = open_run(folder)
     assert spy["update"] == 0 and spy["parsed"] == []
-    assert folder_fingerprint(cache_dir) == before and file_mtimes(cache_dir) == before_mtimes
+    # nothing rewritten; only the lease naming the parts the new Run reads (``leases``) was added
+    assert _no_leases(folder_fingerprint(cache_dir)) == _no_leases(before)
+    assert _no_leases(file_mtimes(cache_dir)) == _no_leases(before_mtimes)
     pd.testing.assert_frame_equal(frame(first), frame(again))
     assert again.refresh() is False and spy["update"] == 0
 
@@ -135,8 +142,10 @@ def test_grown_file_reads_only_new_lines(synth_logs, open_run, cache_dir, spy, t
     assert spy["update"] == 1  # the other rank file is untouched
     assert spy["parsed"] == list(range(n_old + 1, n_old + 5))
     now = parts(cache_dir)
-    assert len(now) == len(old_parts) + 1
-    assert {k: now[k] for k in old_parts} == old_parts  # the old parts are kept as they were
+    assert {k: now[k] for k in old_parts} == old_parts  # the old parts are kept as they were (the grown file's
+    # is retired: its new lines' part was merged with it into one, so re-opens of a growing log keep few parts)
+    assert [len(run._states[str(f.resolve())].parts) for f in files] == [1, 1]
+    assert len(now) == len(old_parts) + 2
     assert run.step_values == [0, 1, 2] and run.steps["samples"].tolist() == [6, 6, 4]
     assert_same_as_fresh(run, folder, tmp_path)
 
@@ -946,3 +955,116 @@ def test_retired_parts_of_a_log_left_alone_are_deleted(tmp_path, monkeypatch):
     again = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
     assert len(list(folder.glob("part-*"))) == 2 and again.n_samples == 3
     assert not run.refresh() and run.n_samples == 3 and len(run.tokens(run.samples["sample_id"])) > 0
+
+
+def test_a_run_never_refreshed_keeps_its_parts_while_it_lives(tmp_path, monkeypatch):
+    """A plain Run beside a followed one: the follower's refreshes merge the parts the plain Run reads, and
+    once the grace time was over its next refresh deleted them: the plain Run's queries failed. A live Run's
+    parts are now leased (``leases``): kept while it lives, deleted once it is gone."""
+    import gc
+
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    recs = records(0, 6)
+    path.write_text(json.dumps(recs[0]) + "\n")
+    plain = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    followed = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)  # as if long after
+    for r in recs[1:]:
+        with open(path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        assert followed.refresh()
+    assert plain.n_samples == len(plain.samples) == 1 and len(plain.tokens(plain.samples["sample_id"])) > 0
+    folder = followed._caches[str(path.resolve())].dir
+    plain_part = {f"part-{p}.parquet" for p in plain._states[str(path.resolve())].parts}
+    assert plain_part <= {f.name for f in folder.glob("part-*")}
+    del plain
+    gc.collect()
+    with open(path, "a") as f:
+        f.write(json.dumps(records(1, 1)[0]) + "\n")
+    assert followed.refresh() and followed.n_samples == 7
+    state = followed._states[str(path.resolve())]
+    assert not plain_part & {f.name for f in folder.glob("part-*")}  # gone with the Run that read it
+    assert {f.name for f in folder.glob("part-*.parquet")} == {f"part-{p}.parquet" for p in state.parts} | {
+        f"part-{p}.parquet" for p, _ in state.retired}
+
+
+def test_a_lease_of_a_dead_process_holds_nothing(tmp_path, monkeypatch):
+    """A kernel killed leaves its lease behind: a lease whose process is gone is ignored and removed."""
+    from rlviz_widgets import leases
+
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps(records(0, 1)[0]) + "\n")
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    part = run._parts()[0][1]
+    dead = tmp_path / "cache" / "leases" / "dead.json"
+    dead.write_text(json.dumps({"host": leases._HOST, "pid": 2 ** 22 + 12345, "parts": [leases.key(part)]}))
+    other_host = tmp_path / "cache" / "leases" / "elsewhere.json"
+    other_host.write_text(json.dumps({"host": "another-host", "pid": 1, "parts": ["x/part-1"]}))
+    assert leases.in_use(tmp_path / "cache") == {leases.key(part), "x/part-1"}  # this run's own, the other host's
+    assert not dead.exists() and other_host.exists()
+    del run
+    import gc
+
+    gc.collect()
+    assert leases.in_use(tmp_path / "cache") == {"x/part-1"}
+
+
+def test_parts_of_a_killed_refresh_are_collected(tmp_path, monkeypatch):
+    """A refresh killed between writing its parts and saving the state (kernel killed, Ctrl-C) left parts no
+    state names, and temporary files, for good. They are now retired (then deleted) by the file's next read."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(0, 3)))
+    run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    folder = run._caches[str(path.resolve())].dir
+    real_save = cachemod.FileCache.save
+
+    def killed(self, state):
+        raise KeyboardInterrupt
+
+    for k in range(3):
+        with open(path, "a") as f:
+            f.write(json.dumps(records(k + 1, 1, seed=k)[0]) + "\n")
+        monkeypatch.setattr(cachemod.FileCache, "save", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run.refresh()
+        monkeypatch.setattr(cachemod.FileCache, "save", real_save)
+    stale_tmp = folder / ".part-00009-deadbeef.tmp"
+    stale_tmp.write_bytes(b"half a part")
+    os.utime(stale_tmp, (0, 0))  # written long ago
+    assert len(list(folder.glob("part-*.parquet"))) > 3  # the killed refreshes' parts, named nowhere
+    del run
+    monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)  # as if long after
+    with open(path, "a") as f:
+        f.write(json.dumps(records(9, 1)[0]) + "\n")
+    again = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    assert again.n_samples == 7
+    state = again._states[str(path.resolve())]
+    on_disk = {f.name for f in folder.glob("part-*.parquet")}
+    assert on_disk == {f"part-{p}.parquet" for p in state.parts} | {f"part-{p}.parquet" for p, _ in state.retired}
+    again.refresh()
+    with open(path, "a") as f:
+        f.write(json.dumps(records(10, 1)[0]) + "\n")
+    assert again.refresh()
+    state = again._states[str(path.resolve())]
+    assert {f.name for f in folder.glob("part-*.parquet")} <= {f"part-{p}.parquet" for p in state.parts} | {
+        f"part-{p}.parquet" for p, _ in state.retired} and len(state.retired) <= 4
+    assert not stale_tmp.exists()
+
+
+def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
+    """Only refreshes merged parts: a growing log opened again and again (a notebook re-run, a script every few
+    minutes) gained a part per open, never merged. An open reading on where the last read stopped merges too."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    path.parent.mkdir()
+    recs = records(0, 40)
+    path.write_text(json.dumps(recs[0]) + "\n")
+    for r in recs[1:]:
+        with open(path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
+    assert len(run._states[str(path.resolve())].parts) <= 6
+    assert run.samples.sort_values("line")["reward"].tolist() == pytest.approx([r["reward"] for r in recs])
+    assert_same_as_fresh(run, path.parent, tmp_path)

@@ -52,3 +52,29 @@ def test_runs_must_share_a_cache(two, tmp_path):
     b = rw.open_run(two["kl0.05"], cache_dir=tmp_path / "c2", progress=False)
     with pytest.raises(ValueError, match="same cache_dir"):
         RunSet({"a": a, "b": b})
+
+
+def test_a_set_follows_a_run_refreshed_on_its_own(tmp_path, open_run, monkeypatch):
+    """A run of a set refreshed alone (a view following it): the set's views still named the run's old token
+    files and parts, so its queries over tokens failed, and over samples too once the old parts were deleted."""
+    import json
+
+    from rlviz_widgets import cache as cachemod
+
+    write_log(tmp_path / "a", steps=2, samples_per_step=3, tokens=5, ranks=1, seed=1)
+    write_log(tmp_path / "b", steps=2, samples_per_step=3, tokens=5, ranks=1, seed=2)
+    a, b = open_run(tmp_path / "a"), open_run(tmp_path / "b")
+    rs = RunSet({"a": a, "b": b})
+    assert rs.sql("SELECT count(*) AS n FROM samples")["n"].tolist() == [12]
+    log = next((tmp_path / "a").glob("*.jsonl"))
+    first = json.loads(log.read_text().splitlines()[0])
+    monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)
+    for step in (5, 6):
+        with open(log, "a") as f:
+            f.write(json.dumps(dict(first, step=step)) + "\n")
+        assert a.refresh()
+        n = rs.sql("SELECT count(*) AS n FROM samples")["n"].iloc[0]
+        assert n == 12 + step - 4 and len(rs.samples) == n
+        assert rs.sql("SELECT count(DISTINCT sample_id) AS n FROM tokens")["n"].iloc[0] == n
+        assert rs.step_values[-1] == step
+    assert rs.refresh() is False  # nothing new since: the set had already followed
