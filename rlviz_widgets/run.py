@@ -204,6 +204,8 @@ class Run:
                 bar.close()
         pending: list[Problem] = []
         new_problems: list[Problem] = []
+        # new dicts, swapped in whole: queries in other threads iterate the old ones meanwhile
+        states, file_caches = dict(self._states), dict(self._caches)
         for c, (state, n) in zip(caches, plans):
             if n:
                 (state, p), before = updated[str(c.path)]
@@ -221,16 +223,16 @@ class Run:
                     new_problems += [Problem(state.path, *q) for q in state.problems]
                 if state.consumed < state.size:
                     pending += self._pending_for(state)
-            self._states[str(c.path)] = state
-            self._caches[str(c.path)] = c
+            states[str(c.path)] = state
+            file_caches[str(c.path)] = c
         cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n])
         present = {str(c.path) for c in caches}
-        for path in [p for p in self._states if p not in present]:  # deleted (or renamed) since the last read
-            del self._states[path], self._caches[path]
+        for path in [p for p in states if p not in present]:  # deleted (or renamed) since the last read
+            del states[path], file_caches[path]
             changed = True
             new_problems.append(Problem(path, 0, "file_removed", "the file is gone: its samples left the run "
                                                                  "(line 0: the file as a whole)"))
-        self._pending = pending
+        self._states, self._caches, self._pending = states, file_caches, pending
         new_problems += [p for p in self._renamed() if p not in renamed]
         if changed:
             self._build_views()

@@ -1068,3 +1068,21 @@ def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
     assert len(run._states[str(path.resolve())].parts) <= 6
     assert run.samples.sort_values("line")["reward"].tolist() == pytest.approx([r["reward"] for r in recs])
     assert_same_as_fresh(run, path.parent, tmp_path)
+
+
+def test_a_refresh_swaps_the_runs_file_dicts_whole(tmp_path):
+    """A refresh that found new files changed the run's dicts of files in place: a query in another thread
+    iterating them (every SQL over the parts, ``rows``, ``files``) failed now and then with "dictionary changed
+    size during iteration" (58 of ~1M calls with 60 files joining). The refresh now builds new dicts and swaps
+    them in whole, so what a query iterates never changes under it."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "r0.jsonl", records(0, 1))
+    run = rlviz_widgets.open_run(logs, cache_dir=tmp_path / "cache", progress=False)
+    states, caches = run._states, run._caches
+    seen = (dict(states), dict(caches))
+    write_lines(logs / "r1.jsonl", records(1, 1, seed=1))
+    (logs / "r0.jsonl").unlink()
+    with pytest.warns(LogWarning, match="file_removed|gone"):
+        assert run.refresh()
+    assert (states, caches) == seen  # the dicts a query may be iterating are left as they were
+    assert list(run._states) == [str((logs / "r1.jsonl").resolve())] and run.n_samples == 1
