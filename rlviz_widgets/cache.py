@@ -413,12 +413,16 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
     first = linereader.FIRST_CHUNK_BYTES
     for n, (i, (cache, state)) in enumerate(zip(ids, jobs)):
         start = before = state.consumed
+        seen[i] = _Seen(start, state.head, before)
         if state.open_tail:  # the line we took without a newline may now be finished by one ("\r\n" too)
             end = _open_tail_end(cache.path, start)
+            if end is None:  # it was continued since the plan: the file is read again from its start
+                seen[i] = _Seen(start, "", before)  # (marked stale at its end: "" matches no hash)
+                continue
             if end:
                 start, state.open_tail = end, False
+                seen[i].start = start
             state.consumed = start
-        seen[i] = _Seen(start, state.head, before)
         last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
         stop = os.stat(cache.path).st_size
         for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool,

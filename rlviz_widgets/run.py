@@ -766,5 +766,6 @@ class Run:
         return self.summary()
 
     def close(self) -> None:
-        """Release the DuckDB connection."""
+        """Release the DuckDB connection (and the lease on the cache parts the run read)."""
+        self._lease.release()
         self._db.close()

@@ -81,9 +81,28 @@ class RunSet(Run):
             self.generation += 1
         return True
 
+    # what a query is made of (a cursor, the parts, cached frames) is asked for through these: each follows the runs
     def _cursor(self):
-        self._sync()  # every query asks for a cursor first
+        self._sync()
         return super()._cursor()
+
+    def _parts(self, file_nos=None):
+        self._sync()
+        return super()._parts(file_nos)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        self._sync()
+        return Run.steps.fget(self)
+
+    @property
+    def files(self) -> pd.DataFrame:
+        self._sync()
+        return Run.files.fget(self)
+
+    def token_domain(self, *args, **kwargs):
+        self._sync()
+        return super().token_domain(*args, **kwargs)
 
     # -- SQL: the union of the runs' own --------------------------------------------------------
     def _split(self, parts, lines=None):
@@ -101,6 +120,10 @@ class RunSet(Run):
                    for name, r, mine, sub in self._split(parts, lines)]
         if not selects:
             return Run._samples_sql(self, [], where)
+        # the runs read may lack some of the set's optional or custom columns: empty there
+        extra = ["run", *(c for st in self._states.values() for c in st.optional), *(c for _, c in self._extras())]
+        nulls = ", ".join(f'NULL AS "{c}"' for c in dict.fromkeys(extra))
+        selects.append(f"SELECT {nulls} WHERE false")
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
     def _samples_raw_sql(self) -> str:

@@ -1086,3 +1086,40 @@ def test_a_refresh_swaps_the_runs_file_dicts_whole(tmp_path):
         assert run.refresh()
     assert (states, caches) == seen  # the dicts a query may be iterating are left as they were
     assert list(run._states) == [str((logs / "r1.jsonl").resolve())] and run.n_samples == 1
+
+
+def test_a_last_record_continued_between_plan_and_read(tmp_path, open_run, monkeypatch):
+    """A record taken without its newline, then continued by the job after the refresh planned its read but
+    before it read: the continuation was read as lines of its own (the record kept, numbers one off). The file
+    is read again from its start, as a fresh open reads it."""
+    folder = tmp_path / "logs"
+    lines = [json.dumps(r) for r in records(step=0, n=4)]
+    f = write_lines(folder / "rank0.jsonl", [lines[0], lines[1]], newline_at_end=False)
+    run = open_run(folder)
+    with open(f, "ab") as fh:
+        fh.write(b" ")  # the plan sees blanks after the record: read on
+    real = cachemod.update_files
+
+    def job_goes_on(con, jobs, *a, **kw):
+        with open(f, "ab") as fh:
+            fh.write((lines[2] + "\n" + lines[3] + "\n").encode())
+        monkeypatch.setattr(cachemod, "update_files", real)
+        return real(con, jobs, *a, **kw)
+
+    monkeypatch.setattr(cachemod, "update_files", job_goes_on)
+    with pytest.warns(LogWarning):
+        assert run.refresh()
+    assert run.samples["line"].tolist() == [1, 3]
+    assert run.problems[["line", "kind"]].values.tolist() == [[2, "malformed_json"]]
+    assert run.refresh() is False
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
+def test_close_releases_the_lease(tmp_path):
+    from rlviz_widgets import leases
+
+    write_lines(tmp_path / "logs" / "r0.jsonl", records(0, 2))
+    run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)
+    assert leases.in_use(tmp_path / "cache") == {leases.key(p) for _, p in run._parts()}
+    run.close()
+    assert leases.in_use(tmp_path / "cache") == set()

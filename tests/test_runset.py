@@ -78,3 +78,32 @@ def test_a_set_follows_a_run_refreshed_on_its_own(tmp_path, open_run, monkeypatc
         assert rs.sql("SELECT count(DISTINCT sample_id) AS n FROM tokens")["n"].iloc[0] == n
         assert rs.step_values[-1] == step
     assert rs.refresh() is False  # nothing new since: the set had already followed
+
+
+def test_a_set_answers_every_question_from_its_runs_as_they_are_now(tmp_path, open_run):
+    """The set followed a run refreshed alone only when asked for a cursor: ``rows`` and ``tokens`` picked parts
+    from what the set knew before (a new sample's id matched none: empty results), ``steps`` and the token
+    colour domains came from caches. And ``rows(ids, columns)`` of one run's samples failed on a column only
+    the other run has (a custom field, group_id): the table asks exactly that for a page of one run."""
+    import json
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    base = {"prompt": "p", "response": "r", "response_tokens": ["x", "y"], "logprobs": [-0.5, -1.0]}
+    log_a = tmp_path / "a" / "a.jsonl"
+    log_a.write_text("".join(json.dumps(dict(base, step=0, reward=i)) + "\n" for i in range(2)))
+    (tmp_path / "b" / "b.jsonl").write_text(
+        "".join(json.dumps(dict(base, step=0, reward=i, score=i, group_id=f"g{i}")) + "\n" for i in range(2)))
+    a, b = open_run(tmp_path / "a"), open_run(tmp_path / "b")
+    rs = RunSet({"a": a, "b": b})
+    ids_a = a.samples["sample_id"].tolist()
+    page = rs.rows(ids_a, ["sample_id", "score", "group_id"])
+    assert page["sample_id"].tolist() == ids_a and page[["score", "group_id"]].isna().all().all()
+    assert rs.steps["samples"].tolist() == [4] and rs.token_domain("logprob") == (-10.0, 0.0)
+    with open(log_a, "a") as f:
+        f.write(json.dumps(dict(base, step=1, reward=5.0)) + "\n")
+    assert a.refresh()
+    new = [i for i in a.samples["sample_id"] if i not in ids_a]
+    assert rs.rows(new)["reward"].tolist() == [5.0]  # the first question after the run's refresh: no stale parts
+    assert len(rs.tokens(new)) == 2
+    assert rs.steps["samples"].tolist() == [4, 1] and rs.files["lines"].sum() == 5
