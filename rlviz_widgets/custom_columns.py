@@ -8,8 +8,12 @@ do): what it is called in ``samples`` depends on the other keys of the run, whic
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 
 from .metrics import ARRAYS
 
@@ -58,3 +62,26 @@ def column_names(keys: Iterable[str], known: dict[str, str]) -> dict[str, str]:
     return known
 
 
+
+
+def load_names(path: Path) -> dict[str, str]:
+    """The names a run was given when last open (``save_names``): a run opened again names its fields alike,
+    though the keys came in another order (``Acc`` before ``acc`` while it was followed)."""
+    try:
+        names = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in names.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(names, dict) \
+        else {}
+
+
+def save_names(path: Path, names: dict[str, str]) -> None:
+    """Keep a run's names for its next open. Best effort: a read-only cache names afresh."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(names, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
 import math
 import os
 import re
@@ -20,13 +21,13 @@ import pandas as pd
 from . import cache as cachemod
 from . import file_numbers, leases, token_store
 from . import problems as problemsmod
-from .custom_columns import column_names, extra_column, stored_column
+from .custom_columns import column_names, extra_column, load_names, save_names, stored_column
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
 from .readers import READERS
 from .readers.detect import detect
-from .sources import resolve, source_folders
+from .sources import resolve, source_folders, source_key
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
 STAT_COLUMNS = {  # steps frame: output prefix -> samples column
@@ -153,7 +154,10 @@ class Run:
         self._states: dict[str, cachemod.FileState] = {}
         self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
-        self._column_names: dict[str, str] = {}  # custom field key -> its samples column, kept while open
+        # custom field key -> its samples column: kept while open, and for the next open of the same logs
+        self._names_file = self.cache_root / "column_names" / (hashlib.sha1(
+            f"{self._reader.name}\n{source_key(source)}".encode()).hexdigest()[:20] + ".json")
+        self._column_names: dict[str, str] = load_names(self._names_file)
         self._steps_cache: pd.DataFrame | None = None
         self._init_token_sources()
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
@@ -296,7 +300,12 @@ class Run:
     def _extras(self, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
         """(stored column, samples column) of each custom field, named by ``names`` (default: the run's)."""
         keys = list(dict.fromkeys(k for st in self._states.values() for k, _ in st.columns))
-        names = column_names(keys, self._column_names if names is None else names)
+        own = names is None
+        names = self._column_names if own else names
+        known = len(names)
+        column_names(keys, names)
+        if own and len(names) > known and getattr(self, "_names_file", None):
+            save_names(self._names_file, names)
         return [(stored_column(k), names[k]) for k in keys]
 
     def _renamed(self, names: dict[str, str] | None = None) -> list[Problem]:
@@ -304,7 +313,7 @@ class Run:
         self._extras(names)
         names = self._column_names if names is None else names
         return [Problem(st.path, line, "renamed_field", f"field {problemsmod.short(key)!r} is kept as column "
-                                                        f"{names[key]} (its plain name is another field's)")
+                                                        f"{names[key]} (its plain name is, or was, another field's)")
                 for st in self._states.values() for key, line in st.columns if names[key] != extra_column(key)]
 
     def _samples_sql(self, parts: list[tuple[int, str]], where: str = "",

@@ -52,6 +52,16 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
     raise NoLogsError(f"log path does not exist: {path}")
 
 
+def source_key(source) -> str:
+    """What the user named, spelled one way (absolute paths, sorted): the same run opened again has the same key."""
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    out = set()
+    for item in items:
+        path = Path(os.fspath(item)).expanduser()
+        out.add(str(path.resolve()) if path.exists() else os.path.abspath(path))
+    return "\n".join(sorted(out))
+
+
 def source_folders(source) -> set[Path]:
     """The folders the user named (and the fixed folders of glob patterns): logs live below them."""
     items = list(source) if isinstance(source, (list, tuple)) else [source]

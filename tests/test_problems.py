@@ -337,6 +337,23 @@ def test_a_custom_field_keeps_its_column_across_refreshes_files_and_runs(tmp_pat
     assert located(both) == {(str(d.resolve()), 1, "renamed_field")}
 
 
+def test_a_run_opened_again_names_its_fields_as_before(tmp_path, cache_dir):
+    """Keys met in another order while a run was followed ("Hit", then "hit") were named otherwise by the next
+    open (which sorts them): "Hit" held one field in the notebook before a restart and another after (DuckDB's
+    names ignore case). The names are kept in the cache for the same logs' next open."""
+    log = write_lines(tmp_path / "logs" / "x.jsonl", [rec(0, 0, {"Hit": 1})])
+    run, _ = open_recording(log, cache_dir)
+    with open(log, "a") as f:
+        f.write(json.dumps(rec(0, 1, {"hit": 2})) + "\n")
+    run.refresh()
+    assert "Hit" in run.columns and [c for c in run.columns if c.startswith("hit_")]
+    again, _ = open_recording(log, cache_dir)
+    assert again.columns == run.columns
+    pd.testing.assert_frame_equal(again.samples, run.samples)
+    cold, _ = open_recording(log, tmp_path / "other_cache")  # no names kept there: sorted, "hit" first
+    assert "hit" in cold.columns and [c for c in cold.columns if c.startswith("Hit_")]
+
+
 def test_auto_format_looks_past_a_bad_first_record(tmp_path, cache_dir):
     f = write_lines(tmp_path / "logs" / "rank0.jsonl", [{}, rec(0, 1), rec(0, 2)])
     run, _ = open_recording(tmp_path / "logs", cache_dir)
