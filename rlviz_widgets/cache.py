@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from . import leases, token_store
 from . import lines as linereader
-from .custom_columns import FIRST_LINES
+from .custom_columns import FIRST_LINES, number_text
 from .metrics import with_reductions
 from .problems import Problem
 from .token_store import TOKEN_COLUMNS
@@ -41,8 +41,9 @@ from .token_store import TOKEN_COLUMNS
 # 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part; 6: token lists in Arrow files;
 # 7: per-sample reductions fixed (a sample followed only by samples without token arrays lost its last values);
 # 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed; 9: null tokens and
-# records without prompt or response reported; 10: custom fields stored by key (the run names their columns)
-CACHE_VERSION = 10
+# records without prompt or response reported; 10: custom fields stored by key (the run names their columns);
+# 11: numbers of a field mixing numbers and text written as DuckDB writes them (18.0)
+CACHE_VERSION = 11
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
@@ -336,8 +337,16 @@ def _same_types(tables: list[pa.Table]) -> list[pa.Table]:
     mixed = {n for n, ts in types.items() if len(ts - {pa.null()}) > 1}
     if not mixed:
         return tables
-    return [t.cast(pa.schema([pa.field(f.name, pa.string()) if f.name in mixed else f for f in t.schema]))
-            for t in tables]
+    out = []
+    for t in tables:
+        for name in mixed & set(t.column_names):
+            col = t[name]
+            if not pa.types.is_string(col.type):
+                text = number_text(col) if pa.types.is_floating(col.type) or pa.types.is_integer(col.type) \
+                    else col.cast(pa.string())
+                t = t.set_column(t.schema.get_field_index(name), name, text)
+        out.append(t)
+    return out
 
 
 def drop_expired(unchanged: list[tuple[FileCache, FileState]]) -> None:

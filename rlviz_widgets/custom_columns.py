@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import pyarrow as pa
+
 from .metrics import ARRAYS
 
 # the common columns (and RunSet's run): a custom field named like one is kept with a trailing "_"
@@ -62,6 +64,13 @@ def column_names(keys: Iterable[str], known: dict[str, str]) -> dict[str, str]:
     return known
 
 
+
+
+def number_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Numbers of a field that also holds text, as text the way DuckDB writes a DOUBLE (``18.0``, ``1e+16``; it
+    is Python's repr): parts that hold only the numbers are turned to text by DuckDB when the run reads them
+    with parts holding text, so each value reads the same however the lines fell into parts."""
+    return pa.array([None if v is None else repr(float(v)) for v in values.to_pylist()], pa.string())
 
 
 def load_names(path: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..custom_columns import FIRST_LINES, stored_column
+from ..custom_columns import FIRST_LINES, number_text, stored_column
 from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS
 from ..problems import short as _short
@@ -380,7 +380,7 @@ class RLBReader:
                 elif nums.null_count == len(nums):
                     values = strs
                 else:  # mixed: keep everything as text
-                    values = pc.coalesce(strs, pc.cast(nums, pa.string()))
+                    values = pc.coalesce(strs, number_text(nums))
                 # stored under a name made of the key alone; the run names the column (``column_names``)
                 out[stored_column(key)] = values
                 first_lines[key] = int(kept[np.flatnonzero(_mask(values.is_valid()))[0]])
