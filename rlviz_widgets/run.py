@@ -221,10 +221,12 @@ class Run:
                 if not _first:
                     new_problems += [Problem(state.path, *q) for q in state.problems[before:]]
             else:
+                # nothing left to read: yet another Run (another kernel) may have read new lines or problems
                 old = self._states.get(str(c.path))
-                if old is not None and old.parts != state.parts:  # emptied: its cache was reset, parts and all
+                if old is not None and (old.parts != state.parts or len(old.problems) != len(state.problems)):
                     changed = True
-                    new_problems += [Problem(state.path, *q) for q in state.problems]
+                    seen = len(old.problems) if old.epoch == state.epoch else 0
+                    new_problems += [Problem(state.path, *q) for q in state.problems[seen:]]
                 if state.consumed < state.size:
                     pending += self._pending_for(state)
             states[str(c.path)] = state
@@ -238,12 +240,14 @@ class Run:
                                                                  "(line 0: the file as a whole)"))
         self._states, self._caches, self._pending = states, file_caches, pending
         new_problems += [p for p in self._renamed() if p not in renamed]
-        if changed:
-            self._build_views()
-            self._steps_cache = None
         # an unfinished last line that appeared or went is news too (not its byte count growing: no rebuild)
         moved = {(p.file, p.line) for p in pending} != {(p.file, p.line) for p in old_pending}
-        if changed or moved:
+        if changed:
+            with self._token_lock:  # new token files and the generation saying so: seen together (RunSet)
+                self._build_views()
+                self._steps_cache = None
+                self.generation += 1
+        elif moved:
             self.generation += 1
         shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
         problemsmod.warn(shown)
@@ -337,10 +341,14 @@ class Run:
                    s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean,
                    s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
                    s.file AS file, s.line AS line, s.file_no AS file_no
-            FROM {self._source_sql(parts, lines, [stored for stored, _ in extras])} s {where}"""
+            FROM {self._source_sql(parts, lines, [(stored, self._type_of(c)) for stored, c in extras])} s {where}"""
+
+    def _type_of(self, column: str) -> str:
+        """A samples column's SQL type ("NULL" before the views are made)."""
+        return getattr(self, "_kinds", {}).get(column, '"NULL"')
 
     def _source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
-                    extras: Iterable[str] = ()) -> str:
+                    extras: Iterable[tuple[str, str]] = ()) -> str:
         """The cache parts as one relation with file_no and file columns.
 
         With ``lines`` (file_no -> line numbers), each file is read on its own with the line filter
@@ -360,8 +368,9 @@ class Run:
             selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {_lit(self._path_of(n))} AS file "
                            f"FROM read_parquet({plist}, union_by_name=true) r "
                            f"WHERE r.line IN ({', '.join(map(str, sorted(set(lines[n]))))})")
-        # the parts read may lack some optional or custom fields the run has: empty there (NULL takes any type)
-        selects.append(f"SELECT {', '.join(['NULL AS line', *(f'NULL AS {c}' for c in extras)])} WHERE false")
+        # the parts read may lack some optional or custom fields the run has: empty there, of the type they have
+        # in samples (a page of numbers stays numbers)
+        selects.append(f"SELECT {', '.join(['NULL AS line', *(f'NULL::{t} AS {c}' for c, t in extras)])} WHERE false")
         return "(" + " UNION ALL BY NAME ".join(selects) + ")"
 
     def _path_of(self, file_no: int) -> str:
@@ -410,6 +419,7 @@ class Run:
         con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {self._samples_raw_sql()}")
         # the numbers are small: keep them in memory for fast sorting, paging and aggregates
         kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _samples_raw)").fetchall())
+        self._kinds = kinds
         nums = [c for c, t in kinds.items() if c not in ("prompt", "response", "ref_response", "ground_truth", "file")
                 and (not t.startswith("VARCHAR") or c == "run")]
         con.execute(f"""CREATE OR REPLACE TABLE _nums AS
@@ -513,14 +523,15 @@ class Run:
         return cur
 
     def _execute(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
-        """``query`` on a cursor of its own, ready to fetch. Once more on a new cursor if a refresh renamed the
-        token files between the cursor's registration and the query."""
-        for attempt in (0, 1):
+        """``query`` on a cursor of its own, ready to fetch. Again on a new cursor if a refresh renamed the
+        token files between the cursor's registration and the query (a few times: a run refreshed back to
+        back in another thread may do it again)."""
+        for attempt in range(4):
             cur = self._cursor()
             try:
                 return cur.execute(query, params or [])
             except duckdb.CatalogException as e:
-                if attempt or "_tokens_" not in str(e):
+                if attempt == 3 or "_tokens_" not in str(e):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 

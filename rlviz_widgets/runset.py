@@ -8,6 +8,9 @@ cache registry, so sample_ids never collide between runs sharing a cache dir.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import pandas as pd
 
 from .problems import Problem
@@ -35,6 +38,7 @@ class RunSet(Run):
         self.generation = 0
         self._init_token_sources()
         self._seen = {name: r.generation for name, r in self.runs.items()}  # the runs' data the views show
+        self._rebuilding = threading.local()  # .on: this thread is remaking the set's views (``_sync``)
         try:
             self._merge()
             self._build_views()
@@ -48,16 +52,18 @@ class RunSet(Run):
         return cls({str(name): open_run(src, **options) for name, src in sources.items()})
 
     def _merge(self) -> None:
-        self._owner: dict[int, str] = {}
-        self._file_no, self._states, self._caches = {}, {}, {}
+        # new dicts, swapped in whole: a query in another thread never reads them half made
+        owner: dict[int, str] = {}
+        file_no, states, caches = {}, {}, {}
         for name, r in self.runs.items():
             for n in r._file_no.values():
-                if n in self._owner and self._owner[n] != name:
+                if n in owner and owner[n] != name:
                     raise ValueError("two runs share file numbers: open them with the same cache_dir")
-                self._owner[n] = name
-            self._file_no.update(r._file_no)
-            self._states.update(r._states)
-            self._caches.update(r._caches)
+                owner[n] = name
+            file_no.update(r._file_no)
+            states.update(r._states)
+            caches.update(r._caches)
+        self._owner, self._file_no, self._states, self._caches = owner, file_no, states, caches
         self._paths = {n: p for p, n in self._file_no.items()}
         self._extras()  # custom fields named over every run's keys at once, before any run's SQL asks
 
@@ -67,17 +73,30 @@ class RunSet(Run):
 
     def _sync(self) -> bool:
         """Follow the runs: one refreshed on its own (a view following it) changed its parts and token files,
-        which the set's views name. True if the views were remade."""
+        which the set's views name. True if the views were remade.
+
+        The runs' own view locks are held meanwhile (always taken after the set's: no run takes the set's), so
+        no run renames its token files between the set's cursor and the views naming them; the runs' data is
+        noted as seen only once the views show it, so other threads wait for them rather than read half."""
+        if getattr(self._rebuilding, "on", False):  # inside this thread's own rebuild: what it asks for is new
+            return False
         if all(r.generation == self._seen[name] for name, r in self.runs.items()):
             return False
-        with self._token_lock:
+        with contextlib.ExitStack() as held:
+            held.enter_context(self._token_lock)
+            for r in self.runs.values():
+                held.enter_context(r._token_lock)
             seen = {name: r.generation for name, r in self.runs.items()}
             if seen == self._seen:
                 return False
-            self._seen = seen
-            self._merge()
-            self._build_views()
+            self._rebuilding.on = True
+            try:
+                self._merge()
+                self._build_views()
+            finally:
+                self._rebuilding.on = False
             self._steps_cache = None
+            self._seen = seen
             self.generation += 1
         return True
 
@@ -122,7 +141,7 @@ class RunSet(Run):
             return Run._samples_sql(self, [], where)
         # the runs read may lack some of the set's optional or custom columns: empty there
         extra = ["run", *(c for st in self._states.values() for c in st.optional), *(c for _, c in self._extras())]
-        nulls = ", ".join(f'NULL AS "{c}"' for c in dict.fromkeys(extra))
+        nulls = ", ".join(f'NULL::{self._type_of(c)} AS "{c}"' for c in dict.fromkeys(extra))
         selects.append(f"SELECT {nulls} WHERE false")
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 

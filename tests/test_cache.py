@@ -1144,3 +1144,20 @@ def test_a_field_of_numbers_and_text_reads_alike_however_the_lines_fall_into_par
     expected = [repr(float(i)) for i in range(30)] + [f"t{i}" for i in range(30, 60)]
     assert frame(small)["score"].tolist() == frame(whole)["score"].tolist() == expected
     pd.testing.assert_frame_equal(frame(small), frame(whole))
+
+
+def test_problems_another_run_read_first_are_news(tmp_path):
+    """Two Runs on one cache (two kernels, two views): when the other read a malformed line first, this one found
+    nothing left to read and said nothing changed: its problems (and a view's count of them) stayed old."""
+    logs = tmp_path / "logs"
+    f = write_lines(logs / "r0.jsonl", records(0, 2))
+    first = rlviz_widgets.open_run(logs, cache_dir=tmp_path / "cache", progress=False)
+    other = rlviz_widgets.open_run(logs, cache_dir=tmp_path / "cache", progress=False)
+    with open(f, "a") as fh:
+        fh.write('{"step": 1, "prompt": oops}\n')
+    with pytest.warns(LogWarning):
+        assert other.refresh()
+    with pytest.warns(LogWarning, match="malformed"):
+        assert first.refresh() is True
+    assert first.problems[["line", "kind"]].values.tolist() == [[3, "malformed_json"]]
+    assert first.refresh() is False

@@ -167,3 +167,20 @@ def in_fresh_thread(fn):
 
 def test_frames_are_dataframes(view):
     assert isinstance(view.filtered, pd.DataFrame) and isinstance(view.selected, pd.DataFrame)
+
+
+def test_a_view_shows_what_another_view_of_its_run_read_first(tmp_path, cache_dir):
+    """Two views of one run (its own, and a view of a RunSet holding it): the one that polled second got False
+    from refresh() (nothing left to read) and never redrew until the next change."""
+    write_log(tmp_path / "a", steps=1, samples_per_step=2, tokens=4, ranks=1, seed=1)
+    write_log(tmp_path / "b", steps=1, samples_per_step=2, tokens=4, ranks=1, seed=2)
+    a = rw.open_run(tmp_path / "a", cache_dir=cache_dir, progress=False)
+    b = rw.open_run(tmp_path / "b", cache_dir=cache_dir, progress=False)
+    view_a = rw.RunView(a)
+    view_set = rw.RunView(rw.RunSet({"a": a, "b": b}))
+    with open(next((tmp_path / "a").glob("*.jsonl")), "a") as f:
+        f.write(json.dumps(make_record(random.Random(5), 1, 0, 4, progress=1.0)) + "\n")
+    assert view_set.poll() is True and view_set.table.row_count == 5
+    assert view_a.poll() is True  # the set read a's new line first
+    assert view_a.table.row_count == 3 and view_a.step_slider.options[-1] == ("1", 1)
+    assert view_a.poll() is False

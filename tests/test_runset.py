@@ -99,6 +99,7 @@ def test_a_set_answers_every_question_from_its_runs_as_they_are_now(tmp_path, op
     ids_a = a.samples["sample_id"].tolist()
     page = rs.rows(ids_a, ["sample_id", "score", "group_id"])
     assert page["sample_id"].tolist() == ids_a and page[["score", "group_id"]].isna().all().all()
+    assert page["score"].dtype == "float64"  # numbers, as in samples (not objects)
     assert rs.steps["samples"].tolist() == [4] and rs.token_domain("logprob") == (-10.0, 0.0)
     with open(log_a, "a") as f:
         f.write(json.dumps(dict(base, step=1, reward=5.0)) + "\n")

@@ -88,6 +88,7 @@ class RunView(W.VBox):
         else:
             self.run = open_run(source, **open_run_options)
         self._runs = tuple(self.run.runs) if isinstance(self.run, RunSet) else ()
+        self._generation = self.run.generation  # the run's data this view shows
         self.bins = bins
         self._syncing = False
         run = self.run
@@ -393,8 +394,12 @@ class RunView(W.VBox):
     # -- a run still training ----------------------------------------------------------------------
     def poll(self) -> bool:
         """Read what was appended to the logs since the last look; update every part. True if anything changed."""
-        changed = self.run.refresh()
+        self.run.refresh()
+        # the run's generation, not refresh()'s answer: another view of this run (or a set holding it) may have
+        # read the change first
+        changed = self.run.generation != self._generation
         if changed:
+            self._generation = self.run.generation
             self._data_changed()
         return changed
 
