@@ -479,13 +479,15 @@ class Run:
         if lines is not None:
             cur.register(self._token_relation(lines), token_store.rows(parts or [], lines))
             return
+        cur.register(*self._token_source())
+
+    def _token_source(self) -> tuple[str, object]:
+        """(the name, the source) of every part's token files, as of this version of the parts."""
         with self._token_lock:
             if self._token_table is None and self._token_parts is None:
                 steps = (s for st in self._states.values() for s in st.part_steps)  # in the order of _parts()
                 self._token_parts = token_store.dataset([(n, p, s) for (n, p), s in zip(self._parts(), steps)])
-            source = self._token_table if self._token_table is not None else self._token_parts
-            name = self._token_relation()
-        cur.register(name, source)
+            return self._token_relation(), self._token_table if self._token_table is not None else self._token_parts
 
     def _map_token_files(self) -> None:
         """Map every token file once (per change of the parts), for queries over all tokens."""

@@ -65,6 +65,10 @@ class RunSet(Run):
             caches.update(r._caches)
         self._owner, self._file_no, self._states, self._caches = owner, file_no, states, caches
         self._paths = {n: p for p, n in self._file_no.items()}
+        # the runs' token files as of now, kept for the set's cursors: a run refreshed meanwhile names its new
+        # ones otherwise, and the set's views name these until the set follows (``_sync``)
+        self._token_runs = [r for r in self.runs.values() if r._token_fields()]
+        self._token_sources = [r._token_source() for r in self._token_runs]
         self._extras()  # custom fields named over every run's keys at once, before any run's SQL asks
 
     def refresh(self, _first: bool = False) -> bool:
@@ -156,9 +160,9 @@ class RunSet(Run):
         return " UNION ALL BY NAME ".join(selects) if selects else Run._tokens_sql(self, [], None)
 
     def _register_tokens(self, cur, parts=None, lines=None) -> None:
-        if lines is None:  # the view's source: each run's every part
-            for r in self.runs.values():
-                r._register_tokens(cur)
+        if lines is None:  # the view's source: each run's every part, as the set's views name them
+            for name, source in self._token_sources:
+                cur.register(name, source)
             return
         for _, r, mine, sub in self._split(parts, lines):
             r._register_tokens(cur, mine, sub)
@@ -166,6 +170,9 @@ class RunSet(Run):
     def _map_token_files(self) -> None:
         for r in self.runs.values():
             r._map_token_files()
+        with self._token_lock:
+            self._token_sources = [(n, r._token_source()[1] if n == r._token_relation() else src)
+                                   for (n, src), r in zip(self._token_sources, self._token_runs)]
 
     def _token_fields(self) -> list[str]:
         return list(dict.fromkeys(f for r in self.runs.values() for f in r._token_fields()))

@@ -108,3 +108,23 @@ def test_a_set_answers_every_question_from_its_runs_as_they_are_now(tmp_path, op
     assert rs.rows(new)["reward"].tolist() == [5.0]  # the first question after the run's refresh: no stale parts
     assert len(rs.tokens(new)) == 2
     assert rs.steps["samples"].tolist() == [4, 1] and rs.files["lines"].sum() == 5
+
+
+def test_a_sets_cursors_always_match_its_views(tmp_path, open_run, monkeypatch):
+    """The set's cursors were given each run's token files as the run names them now, its views named them as
+    they were when the set last followed: a run refreshed in another thread between the two made the set's
+    queries over tokens fail (Table _tokens_..._N does not exist), under back-to-back refreshes even after
+    retries. The set now keeps the runs' token files its views name, until it follows them."""
+    write_log(tmp_path / "a", steps=1, samples_per_step=2, tokens=4, ranks=1, seed=1)
+    write_log(tmp_path / "b", steps=1, samples_per_step=2, tokens=4, ranks=1, seed=2)
+    a, b = open_run(tmp_path / "a"), open_run(tmp_path / "b")
+    rs = RunSet({"a": a, "b": b})
+    before = rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0]
+    log = next((tmp_path / "a").glob("*.jsonl"))
+    with open(log, "a") as f:
+        f.write(log.read_text().splitlines()[0] + "\n")
+    monkeypatch.setattr(RunSet, "_sync", lambda self: False)  # the set has not followed yet (another thread's turn)
+    assert a.refresh()
+    assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before  # the set's views, as they were
+    monkeypatch.undo()
+    assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before + 4  # followed: a's new sample too
