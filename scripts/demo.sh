@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh notebook
 .venv/bin/python -m rlviz_widgets
-[ "${RLVIZ_NO_LAB:-0}" = 1 ] || exec .venv/bin/jupyter lab notebooks/quickstart.ipynb "$@"
+[ "${RLVIZ_NO_LAB:-0}" = 1 ] && exit 0
+root=()
+[ "$(id -u)" = 0 ] && root=(--allow-root)  # containers often run as root, which JupyterLab refuses without this
+exec .venv/bin/jupyter lab ${root[@]+"${root[@]}"} notebooks/quickstart.ipynb "$@"

@@ -104,3 +104,31 @@ def test_sdist_ships_data_and_front_ends_and_builds_a_wheel(tmp_path):
     # pip installing from the sdist: no js/ in it, so the hook only checks the built files it holds
     wheel_names = zipfile.ZipFile(_pip_wheel(sdist, tmp_path / "from_sdist")).namelist()
     _check_package_files(wheel_names, "")
+
+
+def test_the_demo_command_ends_in_jupyterlab(tmp_path):
+    """``scripts/demo.sh``, the README's main job, prints the summaries, then serves the quickstart notebook in
+    JupyterLab. As root (containers, CI machines) JupyterLab refused to start: it wants ``--allow-root``."""
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RLVIZ_CACHE_DIR=str(tmp_path / "cache"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    proc = subprocess.Popen(["bash", "scripts/demo.sh", "--no-browser", f"--ServerApp.port={port}"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    out, deadline = [], time.time() + 300
+    try:
+        for line in proc.stdout:
+            out.append(line)
+            if f":{port}/lab" in line or time.time() > deadline:
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    text = "".join(out)
+    assert f":{port}/lab" in text, text[-2000:]
+    assert "Run:" in text and "steps" in text  # the summaries came first
