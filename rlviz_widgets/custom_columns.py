@@ -22,8 +22,8 @@ from .metrics import ARRAYS
 # the common columns (and RunSet's run): a custom field named like one is kept with a trailing "_"
 RESERVED = {"prompt", "response", "ref_response", "reward", "ref_reward", *ARRAYS, "step", "response_tokens",
             "ground_truth", "group_id", "advantage", "sample_id", "file", "line", "n_tokens", "response_chars",
-            "reward_gap", "file_no", "tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
-            "logprob_mean", "value_mean", "token_reward_sum", "run"}
+            "response_pad_chars", "reward_gap", "file_no", "tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean",
+            "kl_sum", "logprob_mean", "value_mean", "token_reward_sum", "run"}
 _SAFE = re.compile(r"\W+")  # letters and digits of any script stay
 STORED_PREFIX = "x_"
 FIRST_LINES = b"rlviz.first_lines"  # Arrow metadata of a parsed table: custom key -> first line with a value

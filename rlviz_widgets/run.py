@@ -27,6 +27,7 @@ from .problems import Problem
 from .progress import Progress
 from .readers import READERS
 from .readers.detect import detect
+from .readers.rlb import DEFAULT_PAD_TOKEN
 from .sources import resolve, source_folders, source_key
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
@@ -95,7 +96,7 @@ def _settle(future: Future) -> None:
 
 
 def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
-             pad_token: str | None = "<PAD>",
+             pad_token: str | None = DEFAULT_PAD_TOKEN,
              system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
              steps: tuple[int | None, int | None] | None = None, cache_dir: str | os.PathLike | None = None,
              progress: bool = True) -> Run:
@@ -122,7 +123,7 @@ class Run:
     """A training run's rollout logs as lazy log frames (pandas out, DuckDB inside)."""
 
     def __init__(self, source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
-                 pad_token: str | None = "<PAD>",
+                 pad_token: str | None = DEFAULT_PAD_TOKEN,
                  system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
                  steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
         self._db_future = _connect_in_background()
@@ -338,10 +339,20 @@ class Run:
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
                    s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
-                   s.ground_truth, s.response_chars, s.n_tokens, s.log_ratio_mean, s.log_ratio_sum, s.kl_mean,
+                   s.ground_truth, {self._response_chars()} AS response_chars, s.n_tokens, s.log_ratio_mean,
+                   s.log_ratio_sum, s.kl_mean,
                    s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
                    s.file AS file, s.line AS line, s.file_no AS file_no
             FROM {self._source_sql(parts, lines, [(stored, self._type_of(c)) for stored, c in extras])} s {where}"""
+
+    def _response_chars(self) -> str:
+        """The length of the response as shown (without pad tokens): counted when read for the default pad token,
+        here for another (which reads every response's text)."""
+        if not self.pad_token:
+            return "s.response_chars"
+        if self.pad_token == DEFAULT_PAD_TOKEN:
+            return "s.response_chars - coalesce(s.response_pad_chars, 0)"
+        return f"length({self._text('s.response')})::BIGINT"
 
     def _type_of(self, column: str) -> str:
         """A samples column's SQL type ("NULL" before the views are made)."""

@@ -295,6 +295,10 @@ def test_pad_token_options(synth_logs, open_run, tmp_path):
     assert kept["response"].tolist() == [r["response"] for r in recs]
     other = open_run(folder, pad_token="<|endoftext|>").samples.sort_values("line")
     assert other["response"].tolist() == [r["response"].replace("<|endoftext|>", "") for r in recs]
+    # response_chars is the length of the response as shown (it counted the pad tokens stripped from it)
+    for frame in (default, kept, other):
+        assert frame["response_chars"].tolist() == frame["response"].str.len().tolist()
+    assert (kept["response_chars"] > default["response_chars"]).all()
     # the tokens frame shows the tokens as logged
     t = open_run(folder).tokens(default["sample_id"].iloc[0])
     assert t["token"].iloc[-1] == "<|endoftext|>"

@@ -27,6 +27,7 @@ from .jsonkeys import candidate_keys
 from .tokens import spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
+DEFAULT_PAD_TOKEN = "<PAD>"  # open_run's pad_token: stripped from the texts shown
 NUMBER_FIELDS = ("reward", "ref_reward")
 _BRACE = ord("{")
 
@@ -359,6 +360,9 @@ class RLBReader:
         out["reward_gap"] = pa.array(reward - ref, pa.float64(), from_pandas=True)
         out["ground_truth"] = t["ground_truth"]
         out["response_chars"] = pc.utf8_length(t["response"])
+        # the characters of default pad tokens in it: the run shows responses without them (``pad_token``)
+        out["response_pad_chars"] = pc.multiply(pc.count_substring(t["response"], DEFAULT_PAD_TOKEN),
+                                                len(DEFAULT_PAD_TOKEN))
         for name in ("group_id", "advantage"):  # optional: only where the log has them
             if t[name].null_count < t.num_rows:
                 out[name] = t[name]
