@@ -421,12 +421,12 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
     its read begins: a job that never stops writing is not chased (what it adds is the next refresh's)."""
     first = linereader.FIRST_CHUNK_BYTES
     for n, (i, (cache, state)) in enumerate(zip(ids, jobs)):
-        start = before = state.consumed
-        seen[i] = _Seen(start, state.head, before)
+        start = state.consumed
+        seen[i] = _Seen(start, state.head, start)
         if state.open_tail:  # the line we took without a newline may now be finished by one ("\r\n" too)
             end = _open_tail_end(cache.path, start)
             if end is None:  # it was continued since the plan: the file is read again from its start
-                seen[i] = _Seen(start, "", before)  # (marked stale at its end: "" matches no hash)
+                seen[i].head = ""  # (marked stale at its end: "" matches no hash)
                 continue
             if end:
                 start, state.open_tail = end, False

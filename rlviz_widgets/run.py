@@ -302,21 +302,31 @@ class Run:
                 if wanted is None or self._file_no[p] in wanted
                 for part in self._caches[p].part_paths(st)]
 
-    def _extras(self, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
-        """(stored column, samples column) of each custom field, named by ``names`` (default: the run's)."""
-        keys = list(dict.fromkeys(k for st in self._states.values() for k, _ in st.columns))
+    def _custom_keys(self) -> list[str]:
+        return list(dict.fromkeys(k for st in self._states.values() for k, _ in st.columns))
+
+    def _names(self, names: dict[str, str] | None = None) -> dict[str, str]:
+        """``names`` (default: the run's own, kept for its next open) with every custom field of the run named."""
         own = names is None
         names = self._column_names if own else names
         known = len(names)
-        column_names(keys, names)
-        if own and len(names) > known and getattr(self, "_names_file", None):
+        column_names(self._custom_keys(), names)
+        if own and len(names) > known and self._names_file is not None:
             save_names(self._names_file, names)
-        return [(stored_column(k), names[k]) for k in keys]
+        return names
+
+    def _extras(self, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
+        """(stored column, samples column) of each custom field, named by ``names`` (default: the run's)."""
+        names = self._names(names)
+        return [(stored_column(k), names[k]) for k in self._custom_keys()]
+
+    def _optional(self) -> list[str]:
+        """The optional common columns some record of the run has."""
+        return [c for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self._states.values())]
 
     def _renamed(self, names: dict[str, str] | None = None) -> list[Problem]:
         """A custom field whose column is not its cleaned name (another field has that): where it first is."""
-        self._extras(names)
-        names = self._column_names if names is None else names
+        names = self._names(names)
         return [Problem(st.path, line, "renamed_field", f"field {problemsmod.short(key)!r} is kept as column "
                                                         f"{names[key]} (its plain name is, or was, another field's)")
                 for st in self._states.values() for key, line in st.columns if names[key] != extra_column(key)]
@@ -333,15 +343,13 @@ class Run:
                     "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
                     "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::BIGINT file_no "
                     "WHERE false")
-        extras = [(c, c) for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self._states.values())]
-        extras += self._extras(names)
+        extras = [(c, c) for c in self._optional()] + self._extras(names)
         extra_sel = "".join(f', s.{stored} AS "{column}"' for stored, column in extras)
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self._text('s.prompt', prompt=True)} AS prompt, {self._text('s.response')} AS response,
                    s.reward, {self._text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
                    s.ground_truth, {self._response_chars()} AS response_chars, s.n_tokens, s.log_ratio_mean,
-                   s.log_ratio_sum, s.kl_mean,
-                   s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
+                   s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
                    s.file AS file, s.line AS line, s.file_no AS file_no
             FROM {self._source_sql(parts, lines, [(stored, self._type_of(c)) for stored, c in extras])} s {where}"""
 
@@ -356,7 +364,7 @@ class Run:
 
     def _type_of(self, column: str) -> str:
         """A samples column's SQL type ("NULL" before the views are made)."""
-        return getattr(self, "_kinds", {}).get(column, '"NULL"')
+        return self._kinds.get(column, '"NULL"')
 
     def _source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
                     extras: Iterable[tuple[str, str]] = ()) -> str:
@@ -412,6 +420,7 @@ class Run:
         self._token_lock = threading.RLock()
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # cursors handed out, given the new files on a change
         self._lease = leases.Lease(self.cache_root, self)  # the parts the views read: not deleted under them
+        self._kinds: dict[str, str] = {}  # samples column -> SQL type, as of the last views made
 
     def _build_views(self) -> None:
         with self._token_lock:  # no cursor is made meanwhile: each has the files its views name

@@ -34,6 +34,7 @@ class RunSet(Run):
         self._db_future = _connect_in_background()
         self._pending: list[Problem] = []
         self._column_names: dict[str, str] = {}  # the set's own: two runs' keys may collide where one's do not
+        self._names_file = None  # (not kept for a next open: a set is made of runs, not opened from logs)
         self._steps_cache = None
         self.generation = 0
         self._init_token_sources()
@@ -144,8 +145,8 @@ class RunSet(Run):
         if not selects:
             return Run._samples_sql(self, [], where)
         # the runs read may lack some of the set's optional or custom columns: empty there
-        extra = ["run", *(c for st in self._states.values() for c in st.optional), *(c for _, c in self._extras())]
-        nulls = ", ".join(f'NULL::{self._type_of(c)} AS "{c}"' for c in dict.fromkeys(extra))
+        extra = ["run", *self._optional(), *(c for _, c in self._extras())]
+        nulls = ", ".join(f'NULL::{self._type_of(c)} AS "{c}"' for c in extra)
         selects.append(f"SELECT {nulls} WHERE false")
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 

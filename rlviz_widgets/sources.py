@@ -14,6 +14,11 @@ class NoLogsError(FileNotFoundError):
     """The source names a missing path or holds no log files."""
 
 
+def _items(source) -> list:
+    """The paths or patterns a source names (a list of them, or one)."""
+    return list(source) if isinstance(source, (list, tuple)) else [source]
+
+
 def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] = LOG_SUFFIXES,
             accepts: Callable[[Path], bool] | None = None, what: str = "") -> list[Path]:
     """Every log file named by ``source``, absolute and sorted, without duplicates.
@@ -22,7 +27,7 @@ def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] 
     ``accepts``, only the files it accepts: a format's file names, ``what`` describing them);
     a glob pattern means its matches; a list means the union of its items.
     """
-    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    items = _items(source)
     if not items:
         raise NoLogsError("no log source given (an empty list)")
     found: dict[Path, None] = {}
@@ -54,7 +59,7 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
 
 def source_key(source) -> str:
     """What the user named, spelled one way (absolute paths, sorted): the same run opened again has the same key."""
-    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    items = _items(source)
     out = set()
     for item in items:
         path = Path(os.fspath(item)).expanduser()
@@ -64,7 +69,7 @@ def source_key(source) -> str:
 
 def source_folders(source) -> set[Path]:
     """The folders the user named (and the fixed folders of glob patterns): logs live below them."""
-    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    items = _items(source)
     out = set()
     for item in items:
         path = Path(os.fspath(item)).expanduser()

@@ -27,8 +27,8 @@ from .jsonkeys import candidate_keys
 from .tokens import spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
-DEFAULT_PAD_TOKEN = "<PAD>"  # open_run's pad_token: stripped from the texts shown
 NUMBER_FIELDS = ("reward", "ref_reward")
+DEFAULT_PAD_TOKEN = "<PAD>"  # open_run's pad_token: stripped from the texts shown
 _BRACE = ord("{")
 
 
