@@ -42,8 +42,9 @@ from .token_store import TOKEN_COLUMNS
 # 7: per-sample reductions fixed (a sample followed only by samples without token arrays lost its last values);
 # 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed; 9: null tokens and
 # records without prompt or response reported; 10: custom fields stored by key (the run names their columns);
-# 11: numbers of a field mixing numbers and text written as DuckDB writes them (18.0); 12: response_pad_chars
-CACHE_VERSION = 12
+# 11: numbers of a field mixing numbers and text written as DuckDB writes them (18.0); 12: response_pad_chars;
+# 13: text fields that are not strings reported
+CACHE_VERSION = 13
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most

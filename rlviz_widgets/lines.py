@@ -38,6 +38,7 @@ class Chunk:
     keys: set[str] | None = None  # the JSON keys found in the lines, when a reader asked for them early
     buffer: np.ndarray | None = None  # the memory the lines live in (handed back to a BufferPool when done)
     found: np.ndarray | None = None  # positions of read_chunks' ``also_find`` byte in the lines
+    odd: np.ndarray | None = None  # line numbers a reader wants looked at closely, when it found them early
 
 
 class BufferPool:

@@ -6,7 +6,7 @@ import json
 
 import pyarrow as pa
 
-from rlviz_widgets.readers.jsonkeys import candidate_keys
+from rlviz_widgets.readers.jsonkeys import candidate_keys, odd_values
 
 
 def arr(*objs_or_lines) -> pa.Array:
@@ -72,3 +72,17 @@ def test_keys_sharing_their_last_bytes_are_each_found():
         want = {k for o in objs for k in o}
         got = candidate_keys(pa.array(lines, pa.large_string()))
         assert want <= got, want - got
+
+
+def test_odd_values_finds_every_text_key_holding_a_non_string():
+    lines = arr({"prompt": "a", "response": "b"},  # 0: strings
+                '{"prompt":5, "response": "b"}',  # 1: compact
+                '{"prompt" :\t [1], "response": null}',  # 2: blanks around the colon; null is fine
+                '{"response"  :   {"a": 1}}',  # 3: more blanks than looked past: in anyway
+                {"prompt": 'say "response": 5', "response": "x"},  # 4: inside a string (its quotes escaped)
+                {"reward": 1.0, "response_tokens": ["a"], "step": 2},  # 5: other keys are not looked at
+                '{"ref_response": true, "prompt": NaN}',  # 6: a key not asked for; NaN
+                '{"a\\"prompt": 1}')  # 7: a key ending in one: a harmless extra
+    assert odd_values(lines, None, ["prompt", "response"]).tolist() == [1, 2, 3, 6, 7]
+    assert odd_values(lines.slice(2, 2), None, ["prompt"]).tolist() == [0]
+    assert odd_values(lines, None, []).tolist() == []

@@ -381,3 +381,49 @@ def test_missing_text_fields_and_null_tokens_are_reported(tmp_path, cache_dir):
     assert located(run) == {(p, 2, "missing_field"), (p, 3, "wrong_type"), (p, 4, "missing_field")}
     assert len(run.samples) == 4 and len(warned) == 1
     assert "null token" in run.problems.query("line == 3")["message"].iloc[0]
+
+
+def test_text_fields_that_are_not_strings_are_reported_and_shown_as_json(tmp_path, cache_dir):
+    chat = [{"role": "user", "content": 'say "hi"'}]
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [
+        rec(0, 1, prompt=chat), rec(0, 2, response=5, ref_response=True), rec(0, 3, response={"a": [1, 2]}),
+        rec(0, 4, prompt=None, response="a\\b \u00e9\n"), rec(0, 5)])
+    run, warned = open_recording(f, cache_dir)
+    p = str(f.resolve())
+    assert located(run) == {(p, 1, "wrong_type"), (p, 2, "wrong_type"), (p, 3, "wrong_type"),
+                            (p, 4, "missing_field")}
+    msgs = run.problems.sort_values(["line", "message"])["message"].tolist()
+    assert msgs[:4] == ["prompt is a list, not text: shown as its JSON",
+                        "ref_response is a boolean, not text: shown as its JSON",
+                        "response is a number, not text: shown as its JSON",
+                        "response is an object, not text: shown as its JSON"]
+    s = run.samples.set_index("line")
+    assert json.loads(s.loc[1, "prompt"]) == chat
+    assert (s.loc[2, "response"], s.loc[2, "ref_response"], s.loc[3, "response"]) == ("5", "true", '{"a":[1,2]}')
+    assert s.loc[4, "response"] == "a\\b \u00e9\n" and pd.isna(s.loc[4, "prompt"])  # strings as they were
+    assert len(run.samples) == 5 and len(warned) == 1
+
+
+def test_text_fields_not_strings_found_in_any_spacing_only_where_they_are(tmp_path, cache_dir):
+    body = '"step": 0, "reward": 1.0, "response_tokens": ["a"], "logprobs": [-0.5]'
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [
+        '{"prompt":5,"response":"r",' + body + '}', '{"prompt" :\t\t\t [1], "response": "r",' + body + '}',
+        '{"prompt": "says \\"response\\": 5 and \\"response\\":[1]", "response": "ok",' + body + '}',
+        '{"prompt": null, "response": "x",' + body + '}', '{"prompt": "p", "response": -1e3,' + body + '}'])
+    run, _ = open_recording(f, cache_dir)
+    p = run.problems
+    assert sorted(zip(p["line"], p["message"])) == [
+        (1, "prompt is a number, not text: shown as its JSON"), (2, "prompt is a list, not text: shown as its JSON"),
+        (4, "no prompt: left empty"), (5, "response is a number, not text: shown as its JSON")]
+    assert run.samples.set_index("line").loc[5, "response"] == "-1000.0"
+
+
+def test_text_fields_not_strings_in_other_formats(tmp_path, cache_dir):
+    folder = tmp_path / "verl"
+    write_lines(folder / "3.jsonl", [{"input": ["a", "b"], "output": "o", "score": 1.0, "step": 3},
+                                     {"input": "i", "output": "o", "score": 0.0, "step": 3}])
+    run, _ = open_recording(folder, cache_dir, format="verl")
+    assert run.problems[["line", "message"]].values.tolist() == [[1, "input is a list, not text: shown as its JSON"]]
+    mapped = write_lines(tmp_path / "m" / "x.jsonl", [{"q": 7, "a": "x", "reward": 1.0, "step": 0}])
+    run, _ = open_recording(mapped, cache_dir, columns={"prompt": "q", "response": "a"})
+    assert run.problems["message"].tolist() == ["q is a number, not text: shown as its JSON"]

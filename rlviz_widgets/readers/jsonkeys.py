@@ -28,15 +28,9 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
 
     ``colons``: the positions of every ':' in the lines' data buffer, when already known.
     """
-    arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-    if len(arr) == 0:
+    if len(lines) == 0:
         return set()
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
-    if colons is None:
-        colons = find_byte(data, COLON)
-    else:
-        colons = colons[(colons >= offsets[0]) & (colons < offsets[-1])] - offsets[0]
+    _, data, colons = _bytes(lines, colons)
     ends = []  # closing quotes followed by a colon, directly or after one or two blanks
     for gap in (0, 1, 2):
         c = colons[colons > gap + 1]
@@ -74,6 +68,47 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
                 continue
         keys.add(text)
     return keys
+
+
+def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, keys: list[str]) -> np.ndarray:
+    """The indexes of the lines where a key of ``keys`` may hold a value other than a string or null.
+
+    A superset: every colon after one of the keys whose value does not open with a quote or ``n``
+    (after up to two blanks; more, and the line is in). A key that only ends in one (``"a\\"prompt"``)
+    adds its line too; the caller looks at these few lines closely.
+    """
+    if len(lines) == 0 or not keys:
+        return np.zeros(0, dtype=np.int64)
+    offsets, data, colons = _bytes(lines, colons)
+    at = colons + 1
+    for _ in range(2):
+        at = np.where(_blank(data[np.minimum(at, len(data) - 1)]) & (at < len(data)), at + 1, at)
+    first = np.where(at < len(data), data[np.minimum(at, len(data) - 1)], 0)
+    c = colons[(first != QUOTE) & (first != ord("n"))]
+    hit = np.zeros(len(c), dtype=bool)
+    for key in keys:
+        raw = np.frombuffer(json.dumps(key, ensure_ascii=False).encode(), dtype=np.uint8)  # with its quotes
+        for gap in (0, 1, 2):  # blanks between the key and its colon
+            start = c - gap - len(raw)
+            ok = start >= 0
+            for k in range(1, gap + 1):
+                ok &= _blank(data[np.maximum(c - k, 0)])
+            s = start[ok]
+            ok[ok] = (data[s[:, None] + np.arange(len(raw))] == raw).all(axis=1)
+            hit |= ok
+    return np.unique(np.searchsorted(offsets - offsets[0], c[hit], side="right") - 1)
+
+
+def _bytes(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(line offsets, the lines' bytes, the colons' positions in them) of a non-empty large_string array."""
+    arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    if colons is None:
+        colons = find_byte(data, COLON)
+    else:
+        colons = colons[(colons >= offsets[0]) & (colons < offsets[-1])] - offsets[0]
+    return offsets, data, colons
 
 
 def _blank(b):

@@ -23,7 +23,7 @@ from ..custom_columns import FIRST_LINES, number_text, stored_column
 from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS
 from ..problems import short as _short
-from .jsonkeys import candidate_keys
+from .jsonkeys import candidate_keys, odd_values
 from .tokens import spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
@@ -167,8 +167,20 @@ class RLBReader:
     scan_byte = ord(":")  # read_chunks finds these with the newlines: keys end at colons
 
     def prepare(self, chunk: Chunk) -> None:
-        """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys."""
+        """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, and the
+        lines where a text field may not be a string."""
         chunk.keys = candidate_keys(chunk.lines, chunk.found)
+        chunk.odd = self._odd_lines(chunk)
+
+    def _odd_lines(self, chunk: Chunk) -> np.ndarray:
+        """The numbers of the lines where a text field may hold a value that is not a string."""
+        return chunk.numbers[odd_values(chunk.lines, chunk.found, list(self._text_keys().values()))]
+
+    def _text_keys(self) -> dict[str, str]:
+        """Text field -> the record key it is read from as it is (the transform makes any JSON value text)."""
+        _, ex, _ = self._spec(set())
+        f = self.fields()
+        return {c: f[c] for c in TEXT_FIELDS if ex.get(c) == f"r.{_q(f[c])}"}
 
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> tuple[pa.Table | None, list[list]]:
         problems: list[list] = []
@@ -199,7 +211,8 @@ class RLBReader:
                 raw = _repair(raw, idx, problems, strict=attempt > 0)
         else:
             raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
-        table = self._check(con, self._post(table), keys, problems)
+        odd = chunk.odd if chunk.odd is not None else self._odd_lines(chunk)
+        table = self._check(con, self._post(table), keys, problems, odd)
         con.unregister("raw")
         return table, problems
 
@@ -288,7 +301,9 @@ class RLBReader:
             t = t.set_column(t.schema.get_field_index("tokens"), "tokens", spell_ids(t["tokens"], self.tokenizer))
         return t
 
-    def _check(self, con, t: pa.Table, keys: list[str], problems: list[list]) -> pa.Table | None:
+    def _check(self, con, t: pa.Table, keys: list[str], problems: list[list], odd: np.ndarray) -> pa.Table | None:
+        """The problems of a transformed chunk reported, its bad values emptied, its records without a step
+        dropped. ``odd``: the lines where a text field may not be a string."""
         line = t["line"].to_numpy()
         # step: required (flags come from SQL; Python only touches the bad rows)
         step_ok = _mask(pc.is_valid(t["step"]))
@@ -305,6 +320,17 @@ class RLBReader:
             if key in keys:
                 for i in np.flatnonzero(_mask(t[f].is_null()) & step_ok).tolist():
                     problems.append([int(line[i]), "missing_field", f"no {key}: left empty"])
+        # prompt, response, ref_response given as another JSON value: the transform made it its JSON text
+        odd = odd[np.isin(odd, line[step_ok])]
+        texts = self._text_keys()
+        if len(odd) and texts:
+            types = ", ".join(f"json_type(j, {_lit(_path(k))})" for k in texts.values())
+            for n, *kinds in con.execute(f"SELECT line, {types} FROM raw WHERE line IN "
+                                         f"({', '.join(map(str, odd.tolist()))}) ORDER BY line").fetchall():
+                for key, kind in zip(texts.values(), kinds):
+                    if kind not in (None, "VARCHAR", "NULL"):
+                        problems.append([n, "wrong_type", f"{_short(key)} is {_JSON_KINDS.get(kind, kind)}, "
+                                                          "not text: shown as its JSON"])
         # reward, ref_reward: kept empty when missing or bad
         for f in NUMBER_FIELDS:
             flags = t[f"_p_{f}"]
@@ -425,6 +451,8 @@ class RLBReader:
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), clean, mask=col.is_null())
 
 
+_JSON_KINDS = {"OBJECT": "an object", "ARRAY": "a list", "BOOLEAN": "a boolean", "BIGINT": "a number",
+               "UBIGINT": "a number", "DOUBLE": "a number"}
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
 
 
