@@ -9,7 +9,7 @@ import argparse
 import sys
 import time
 
-from . import open_run
+from . import cache_usage, open_run, prune_cache
 from .demo import demo_sources
 
 
@@ -18,7 +18,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("logs", nargs="*", help="log folders, files or globs (default: the bundled demo data)")
     ap.add_argument("--cache-dir", default=None, help="where the columnar cache lives (default: user cache dir)")
     ap.add_argument("--system-prompt-end", default=None, help="prompt text before this marker is dropped")
+    ap.add_argument("--cache-usage", action="store_true", help="list what the cache holds, per log file, and stop")
+    ap.add_argument("--prune-cache", action="store_true",
+                    help="delete the cache of logs that are gone and of earlier versions (unless in use), and stop")
+    ap.add_argument("--dry-run", action="store_true", help="with --prune-cache: only list what would go")
     args = ap.parse_args(argv)
+    if args.cache_usage or args.prune_cache:
+        return _cache_report(args)
     sources = args.logs or [str(p) for p in demo_sources()]
     for src in sources:
         t = time.perf_counter()
@@ -31,6 +37,24 @@ def main(argv: list[str] | None = None) -> int:
                                 "length_mean") if c in steps and steps[c].notna().any()]
             print(steps[cols].to_string(index=False, max_rows=12, float_format=lambda v: f"{v:.4g}"))
         print()
+    return 0
+
+
+def _cache_report(args) -> int:
+    """``--cache-usage`` / ``--prune-cache``: a table of the log files' caches, and a total."""
+    if not args.prune_cache:
+        rows = cache_usage(args.cache_dir)
+        total, what = rows["bytes"].sum(), "cached"
+    elif args.dry_run:
+        rows = prune_cache(args.cache_dir, dry_run=True)
+        total, what = rows["bytes"][~rows["in_use"]].sum(), "would be removed"
+    else:
+        rows = prune_cache(args.cache_dir)
+        total, what = rows["bytes"][rows["removed"]].sum(), "removed"
+    if len(rows):
+        print(rows.assign(MB=(rows["bytes"] / 2**20).round(1))[["log", "state", "MB", "in_use", "removed"]]
+              .to_string(index=False))
+    print(f"{len(rows)} log file(s); {total / 2**20:.1f} MB {what}")
     return 0
 
 

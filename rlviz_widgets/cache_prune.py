@@ -1,0 +1,103 @@
+"""What the cache holds, and pruning what no log needs any more.
+
+The cache keeps one folder per log file (``<cache>/files/<hash>``). A log deleted or moved, or a cache
+written by an earlier version of the package, leaves its folder behind: nothing reads it again, and on big
+runs it is a third of the log's size. ``prune_cache`` deletes those folders, and only on request: a log
+on a network mount that is briefly away looks deleted too, so nothing is ever pruned on its own.
+A folder a live Run reads (its lease names it) or whose lock another process holds is left alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from . import cache, leases
+
+COLUMNS = ["log", "state", "bytes", "in_use", "removed", "folder"]
+
+
+def cache_usage(cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """One row per cached log file: ``log`` (its path), ``state`` (``current``; ``log gone``, ``old version`` or
+    ``unreadable``: what ``prune_cache`` removes), ``bytes`` on disk, ``in_use`` (a live Run reads it, or
+    another process is writing it), ``folder``."""
+    return _scan(_root(cache_dir), remove=False)
+
+
+def prune_cache(cache_dir: str | os.PathLike | None = None, dry_run: bool = False) -> pd.DataFrame:
+    """Delete the cache of log files that are gone, of earlier package versions, and unreadable leftovers,
+    unless in use. Returns ``cache_usage``'s rows of those folders, ``removed`` saying which went (none with
+    ``dry_run``). Logs are never touched: only folders under ``<cache>/files``."""
+    found = _scan(_root(cache_dir), remove=not dry_run)
+    return found[found["state"] != "current"].reset_index(drop=True)
+
+
+def _root(cache_dir) -> Path:
+    return Path(cache_dir) if cache_dir is not None else cache.default_cache_root()
+
+
+def _scan(root: Path, remove: bool) -> pd.DataFrame:
+    rows = []
+    try:
+        folders = sorted(p for p in (root / "files").iterdir() if p.is_dir())
+    except OSError:  # no cache yet
+        folders = []
+    used = {k.split("/", 1)[0] for k in leases.in_use(root)} if folders else set()
+    for folder in folders:
+        log, state = _state(folder)
+        row = {"log": log, "state": state, "bytes": _bytes(folder), "in_use": folder.name in used,
+               "removed": False, "folder": str(folder)}
+        if state != "current" and not row["in_use"]:
+            lock = _try_lock(root, folder)
+            if lock is None:  # another process is building or reading it
+                row["in_use"] = True
+            else:
+                with lock:
+                    if remove:
+                        shutil.rmtree(folder, ignore_errors=True)
+                        row["removed"] = not folder.exists()
+        rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS).astype({"bytes": "int64", "in_use": bool, "removed": bool})
+
+
+def _state(folder: Path) -> tuple[str | None, str]:
+    """(the log the folder caches, what it is: current / log gone / old version / unreadable)."""
+    try:
+        data = json.loads((folder / "state.json").read_text())
+        log, version = str(data["path"]), int(data.get("version", 0))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None, "unreadable"
+    if version != cache.CACHE_VERSION:
+        return log, "old version"
+    return log, ("current" if os.path.exists(log) else "log gone")
+
+
+def _bytes(folder: Path) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(folder):
+        for n in names:
+            try:
+                total += os.stat(os.path.join(dirpath, n)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _try_lock(root: Path, folder: Path):
+    """The folder's cache lock (as ``FileCache.lock`` takes it), if no one holds it; else None."""
+    try:
+        (root / "locks").mkdir(exist_ok=True)
+        f = open(root / "locks" / f"{folder.name}.lock", "a")  # noqa: SIM115 - closed by the caller's ``with``
+    except OSError:  # a read-only cache: nothing can be removed anyway
+        return None
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return None
+    return f

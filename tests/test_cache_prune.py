@@ -1,0 +1,108 @@
+"""Cache upkeep: what the cache holds, and pruning the folders no log needs (never one in use, never a log)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import random
+import subprocess
+import sys
+
+from conftest import ROOT, folder_fingerprint, write_lines
+
+import rlviz_widgets
+from rlviz_widgets import cache as cachemod
+from rlviz_widgets.synth import make_record
+
+
+def records(step: int, n: int) -> list[dict]:
+    rng = random.Random(step)
+    return [make_record(rng, step, i, 6, progress=0.5) for i in range(n)]
+
+
+def _open(src, cache):
+    return rlviz_widgets.open_run(src, cache_dir=cache, progress=False)
+
+
+def _two_logs(tmp_path):
+    a = write_lines(tmp_path / "logs" / "a" / "r0.jsonl", records(0, 3))
+    b = write_lines(tmp_path / "logs" / "b" / "r0.jsonl", records(1, 2))
+    return a, b, tmp_path / "cache"
+
+
+def test_usage_lists_every_log_and_prune_removes_only_what_no_log_needs(tmp_path):
+    a, b, cache = _two_logs(tmp_path)
+    _open(a, cache).close()
+    kept = _open(b, cache)
+    samples = kept.samples
+    a.unlink()
+    usage = rlviz_widgets.cache_usage(cache)
+    assert sorted(zip(usage["log"], usage["state"])) == [(str(a.resolve()), "log gone"), (str(b.resolve()), "current")]
+    assert (usage["bytes"] > 0).all() and not usage["in_use"][usage["state"] == "log gone"].any()
+    listed = rlviz_widgets.prune_cache(cache, dry_run=True)
+    assert listed["log"].tolist() == [str(a.resolve())] and not listed["removed"].any()
+    assert len(list((cache / "files").iterdir())) == 2  # a dry run removes nothing
+    before = folder_fingerprint(tmp_path / "logs")
+    pruned = rlviz_widgets.prune_cache(cache)
+    assert pruned["removed"].tolist() == [True] and not (cache / "files" / pruned["folder"][0].split("/")[-1]).exists()
+    assert folder_fingerprint(tmp_path / "logs") == before  # the logs are never touched
+    assert rlviz_widgets.cache_usage(cache)["state"].tolist() == ["current"]
+    kept.refresh()
+    assert kept.samples.equals(samples) and len(_open(b, cache).samples) == 2  # the other log's cache still serves
+
+
+def test_a_log_gone_that_a_live_run_reads_is_kept_until_the_run_closes(tmp_path):
+    a, _, cache = _two_logs(tmp_path)
+    run = _open(a, cache)
+    a.unlink()
+    pruned = rlviz_widgets.prune_cache(cache)
+    assert pruned["in_use"].tolist() == [True] and pruned["removed"].tolist() == [False]
+    assert len(run.tokens(run.samples["sample_id"].iloc[0])) > 0  # its parts still there
+    run.close()
+    assert rlviz_widgets.prune_cache(cache)["removed"].tolist() == [True]
+
+
+def test_old_versions_and_unreadable_folders_go_unless_locked(tmp_path, monkeypatch):
+    a, b, cache = _two_logs(tmp_path)
+    _open(a, cache).close()
+    _open(b, cache).close()
+    monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
+    assert set(rlviz_widgets.cache_usage(cache)["state"]) == {"old version"}
+    stray = cache / "files" / "0123456789abcdef0123"  # a folder without a state (a build killed at its start)
+    stray.mkdir()
+    (stray / "part-00000-aa.parquet").write_bytes(b"x")
+    # another process builds the second log's cache right now: its lock is held
+    busy = cachemod.FileCache(cache.resolve(), b.resolve(), "rlb").dir.parent / cachemod.FileCache._folder(
+        cache.resolve(), b.resolve(), "rlb", cachemod.CACHE_VERSION - 1).name
+    with open(cache / "locks" / f"{busy.name}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        pruned = rlviz_widgets.prune_cache(cache)
+    by_state = {(s, bool(r)) for s, r in zip(pruned["state"], pruned["removed"])}
+    assert by_state == {("old version", True), ("unreadable", True), ("old version", False)}
+    assert busy.exists() and not stray.exists()
+    assert pruned.set_index("folder").loc[str(busy), "in_use"]
+    assert len(_open(a, cache).samples) == 3  # rebuilt under the new version
+
+
+def test_no_cache_yet_lists_nothing(tmp_path):
+    assert rlviz_widgets.cache_usage(tmp_path / "none").empty
+    assert rlviz_widgets.prune_cache(tmp_path / "none").empty
+    assert not (tmp_path / "none").exists()
+
+
+def test_command_line_lists_and_prunes(tmp_path):
+    a, _, cache = _two_logs(tmp_path)
+    _open(a, cache).close()
+    a.unlink()
+
+    def cli(*args):
+        out = subprocess.run([sys.executable, "-m", "rlviz_widgets", "--cache-dir", str(cache), *args], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        return out
+
+    assert "log gone" in cli("--cache-usage") and "1 log file(s)" in cli("--cache-usage")
+    assert "would be removed" in cli("--prune-cache", "--dry-run") and (cache / "files").exists()
+    out = cli("--prune-cache")
+    assert "removed" in out and str(a.resolve()) in out
+    assert list((cache / "files").iterdir()) == []
+    assert json.loads((cache / "file_numbers.json").read_text())  # file numbers kept: ids stay stable
