@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--system-prompt-end", default=None, help="prompt text before this marker is dropped")
     ap.add_argument("--cache-usage", action="store_true", help="list what the cache holds, per log file, and stop")
     ap.add_argument("--prune-cache", action="store_true",
-                    help="delete the cache of logs that are gone and of earlier versions (unless in use), and stop")
+                    help="delete the cache of logs gone and of other package versions (unless in use), and stop")
     ap.add_argument("--dry-run", action="store_true", help="with --prune-cache: only list what would go")
     args = ap.parse_args(argv)
     if args.cache_usage or args.prune_cache:

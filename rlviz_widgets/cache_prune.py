@@ -1,9 +1,9 @@
 """What the cache holds, and pruning what no log needs any more.
 
 The cache keeps one folder per log file (``<cache>/files/<hash>``). A log deleted or moved, or a cache
-written by an earlier version of the package, leaves its folder behind: nothing reads it again, and on big
-runs it is a third of the log's size. ``prune_cache`` deletes those folders, and only on request: a log
-on a network mount that is briefly away looks deleted too, so nothing is ever pruned on its own.
+written by another version of the package (an upgrade), leaves its folder behind: nothing reads it again,
+and on big runs it is a third of the log's size. ``prune_cache`` deletes those folders, and only on request:
+a log on a network mount that is briefly away looks deleted too, so nothing is ever pruned on its own.
 A folder a live Run reads (its lease names it) or whose lock another process holds is left alone.
 """
 
@@ -23,16 +23,17 @@ COLUMNS = ["log", "state", "bytes", "in_use", "removed", "folder"]
 
 
 def cache_usage(cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
-    """One row per cached log file: ``log`` (its path), ``state`` (``current``; ``log gone``, ``old version`` or
+    """One row per cached log file: ``log`` (its path), ``state`` (``current``; ``log gone``, ``other version`` or
     ``unreadable``: what ``prune_cache`` removes), ``bytes`` on disk, ``in_use`` (a live Run reads it, or
     another process is writing it), ``folder``."""
     return _scan(_root(cache_dir), remove=False)
 
 
 def prune_cache(cache_dir: str | os.PathLike | None = None, dry_run: bool = False) -> pd.DataFrame:
-    """Delete the cache of log files that are gone, of earlier package versions, and unreadable leftovers,
-    unless in use. Returns ``cache_usage``'s rows of those folders, ``removed`` saying which went (none with
-    ``dry_run``). Logs are never touched: only folders under ``<cache>/files``."""
+    """Delete the cache of log files that are gone, of other package versions (another environment sharing
+    the cache rebuilds its own) and unreadable leftovers, unless in use. Returns ``cache_usage``'s rows of
+    those folders, ``removed`` saying which went (none with ``dry_run``). Logs are never touched: only
+    folders under ``<cache>/files``."""
     found = _scan(_root(cache_dir), remove=not dry_run)
     return found[found["state"] != "current"].reset_index(drop=True)
 
@@ -66,14 +67,14 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
 
 
 def _state(folder: Path) -> tuple[str | None, str]:
-    """(the log the folder caches, what it is: current / log gone / old version / unreadable)."""
+    """(the log the folder caches, what it is: current / log gone / other version / unreadable)."""
     try:
         data = json.loads((folder / "state.json").read_text())
         log, version = str(data["path"]), int(data.get("version", 0))
     except (OSError, ValueError, TypeError, KeyError):
         return None, "unreadable"
     if version != cache.CACHE_VERSION:
-        return log, "old version"
+        return log, "other version"
     return log, ("current" if os.path.exists(log) else "log gone")
 
 

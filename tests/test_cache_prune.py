@@ -67,7 +67,7 @@ def test_old_versions_and_unreadable_folders_go_unless_locked(tmp_path, monkeypa
     _open(a, cache).close()
     _open(b, cache).close()
     monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
-    assert set(rlviz_widgets.cache_usage(cache)["state"]) == {"old version"}
+    assert set(rlviz_widgets.cache_usage(cache)["state"]) == {"other version"}
     stray = cache / "files" / "0123456789abcdef0123"  # a folder without a state (a build killed at its start)
     stray.mkdir()
     (stray / "part-00000-aa.parquet").write_bytes(b"x")
@@ -78,7 +78,7 @@ def test_old_versions_and_unreadable_folders_go_unless_locked(tmp_path, monkeypa
         fcntl.flock(held, fcntl.LOCK_EX)
         pruned = rlviz_widgets.prune_cache(cache)
     by_state = {(s, bool(r)) for s, r in zip(pruned["state"], pruned["removed"])}
-    assert by_state == {("old version", True), ("unreadable", True), ("old version", False)}
+    assert by_state == {("other version", True), ("unreadable", True), ("other version", False)}
     assert busy.exists() and not stray.exists()
     assert pruned.set_index("folder").loc[str(busy), "in_use"]
     assert len(_open(a, cache).samples) == 3  # rebuilt under the new version
