@@ -47,6 +47,15 @@ SIGNED_METRICS = ("token_reward", "log_ratio", "value")
 DOMAIN_SAMPLES = 400  # samples whose tokens set a step's or the run's colour limits
 
 
+def _bin_count(bins) -> int:
+    """``bins`` as a whole number of bins, at least 1 (2.5 bins is an error, not 2)."""
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)):
+        raise TypeError(f"bins must be a whole number, not {bins!r}")
+    if bins < 1:
+        raise ValueError("bins must be at least 1")
+    return int(bins)
+
+
 def _id_list(sample_ids) -> list[int]:
     if isinstance(sample_ids, (int, np.integer)):
         return [int(sample_ids)]
@@ -605,8 +614,8 @@ class Run:
         """Counts per (step, bin) on one set of bin edges shared by every step."""
         if column not in self.columns:
             raise KeyError(f"no column {column!r} in samples; columns: {', '.join(self.columns)}")
-        if bins < 1:
-            raise ValueError("bins must be at least 1")
+        bins = _bin_count(bins)
+        self._check_numeric([column])
         c = f'"{column}"'
         src = self._numeric(where)
         lo, hi = self._execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
@@ -630,10 +639,12 @@ class Run:
         grouped into at most that many buckets (each named by its first step), so the result stays
         small however long the run.
         """
-        cols = [c for c in columns if c in self.columns]
+        cols = [c for c in columns if c in self.columns]  # a column the log lacks (ref_reward) is left out
         out_cols = [*by, "column", "step", "step_end", "bin", "bin_start", "bin_end", "count"]
         extra = "".join(f'"{b}", ' for b in by)
-        if not cols or bins < 1:
+        bins = _bin_count(bins)
+        self._check_numeric(cols)
+        if not cols:
             return pd.DataFrame(columns=out_cols)
         cond = f"WHERE {where}" if where else ""
         rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
@@ -664,6 +675,14 @@ class Run:
         nxt = dict(zip(ordered, ordered[1:] + [ordered[-1] + (ordered[-1] - ordered[-2] if len(ordered) > 1 else 1)]))
         df["step_end"] = df["step"].map(nxt)
         return df[out_cols]
+
+    def _check_numeric(self, columns: list[str]) -> None:
+        """Raise a ValueError naming any of ``columns`` that holds text (a histogram needs numbers)."""
+        nums = [c for (c,) in self._execute("SELECT column_name FROM (DESCRIBE _nums)").fetchall()]
+        texts = [c for c in columns if c not in nums]
+        if texts:
+            raise ValueError(f"{', '.join(map(repr, texts))}: not a numeric column; numeric columns: "
+                             f"{', '.join(c for c in nums if c not in ('sample_id', 'file_no'))}")
 
     def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
         """One row per token of the given samples: token text, metrics, and derived metrics."""

@@ -354,3 +354,17 @@ def test_step_range(synth_logs, open_run):
     assert set(run.sql("SELECT DISTINCT step FROM tokens")["step"]) == {20, 30, 40}
     h = run.reward_histogram("reward", 5)
     assert sorted(h["step"].unique()) == [20, 30, 40] and h["count"].sum() == 9
+
+
+def test_histograms_of_a_text_column_or_fractional_bins_say_so(poem_run):
+    run, _ = poem_run
+    for call in (lambda: run.reward_histogram("prompt"), lambda: run.histograms(["reward", "response"])):
+        with pytest.raises(ValueError, match="not a numeric column; numeric columns: step, .*reward"):
+            call()
+    for bad in (2.5, "3", True):
+        with pytest.raises(TypeError, match="whole number"):
+            run.reward_histogram("reward", bins=bad)
+    with pytest.raises(ValueError, match="at least 1"):
+        run.histograms(["reward"], bins=0)
+    assert run.reward_histogram("reward", bins=np.int64(4))["bin"].max() == 3
+    assert run.histograms(["reward", "no_such_column"], bins=4)["column"].unique().tolist() == ["reward"]
