@@ -43,8 +43,9 @@ from .token_store import TOKEN_COLUMNS
 # 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed; 9: null tokens and
 # records without prompt or response reported; 10: custom fields stored by key (the run names their columns);
 # 11: numbers of a field mixing numbers and text written as DuckDB writes them (18.0); 12: response_pad_chars;
-# 13: text fields that are not strings reported
-CACHE_VERSION = 13
+# 13: text fields that are not strings reported; 14: bad token ids kept null (never spelled), advantage checked
+# like reward, TRL sums only float reward columns and keeps text steps
+CACHE_VERSION = 14
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most

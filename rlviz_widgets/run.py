@@ -57,9 +57,18 @@ def _bin_count(bins) -> int:
 
 
 def _id_list(sample_ids) -> list[int]:
-    if isinstance(sample_ids, (int, np.integer)):
-        return [int(sample_ids)]
-    return [int(i) for i in sample_ids]
+    """One sample id or many, as ints; anything else (text, 1.5, None) is a TypeError that says what was given."""
+    if isinstance(sample_ids, (str, bytes)) or not isinstance(sample_ids, Iterable):
+        return [_sample_id(sample_ids)]
+    return [_sample_id(i) for i in sample_ids]
+
+
+def _sample_id(i) -> int:
+    if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+        return int(i)
+    if isinstance(i, (float, np.floating)) and float(i).is_integer():  # ids from a float column (pandas, NaN)
+        return int(i)
+    raise TypeError(f"sample ids are whole numbers (run.samples['sample_id']), not {i!r}")
 
 
 def _by_file(ids: list[int]) -> dict[int, list[int]]:
@@ -702,6 +711,9 @@ class Run:
     def rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """The samples rows of the given ids, in that order (fast: reads only their row groups)."""
         ids = _id_list(sample_ids)
+        unknown = [c for c in columns or () if c not in self.columns]
+        if unknown:
+            raise KeyError(f"no column {', '.join(map(repr, unknown))} in samples; columns: {', '.join(self.columns)}")
         cols = ", ".join(f'"{c}"' for c in columns) if columns else "* EXCLUDE (file_no)"
         by_file = _by_file(ids)
         parts = self._parts(by_file)
@@ -752,6 +764,8 @@ class Run:
         Estimated from the tokens of up to DOMAIN_SAMPLES samples of the scope, chosen by a hash
         (the same ones every time), which is exact for small runs and fast for huge ones.
         """
+        if scope not in ("run", "step") or (scope == "step" and steps is None):
+            raise ValueError(f"scope={scope!r}: 'run', or 'step' with the steps to cover (steps=[...])")
         if metric in ("prob", "ref_prob"):
             return 0.0, 1.0
         if metric in ("logprob", "ref_logprob"):

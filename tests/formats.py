@@ -44,6 +44,26 @@ class DecodeOnlyTokenizer:
         return "".join(f"<{i}>" for i in ids)
 
 
+class StrictTokenizer:
+    """Like a Hugging Face fast tokenizer: ids are unsigned and within the vocabulary, or it raises."""
+
+    name_or_path = "strict-tokenizer"
+    vocab = 1000
+
+    def _check(self, ids):
+        for i in ids:
+            if not isinstance(i, int) or not 0 <= i < self.vocab:
+                raise OverflowError(f"id {i!r} out of range")
+
+    def convert_ids_to_tokens(self, ids):
+        self._check(ids)
+        return [f"w{i}" for i in ids]
+
+    def decode(self, ids):
+        self._check(ids)
+        return " ".join(f"w{i}" for i in ids)
+
+
 def write_verl(folder: Path, steps=(1, 2), prompts: int = 2, n: int = 3, seed: int = 0,
                with_step: bool = True) -> list[dict]:
     """Rollout dumps of a GRPO run (``n`` responses per prompt); returns the records written."""

@@ -380,7 +380,7 @@ def test_missing_text_fields_and_null_tokens_are_reported(tmp_path, cache_dir):
     p = str(f.resolve())
     assert located(run) == {(p, 2, "missing_field"), (p, 3, "wrong_type"), (p, 4, "missing_field")}
     assert len(run.samples) == 4 and len(warned) == 1
-    assert "null token" in run.problems.query("line == 3")["message"].iloc[0]
+    assert "null or invalid token" in run.problems.query("line == 3")["message"].iloc[0]
 
 
 def test_text_fields_that_are_not_strings_are_reported_and_shown_as_json(tmp_path, cache_dir):

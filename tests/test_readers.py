@@ -6,8 +6,17 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
-from formats import DecodeOnlyTokenizer, FakeTokenizer, write_nemo, write_openinstruct, write_trl, write_verl
+from formats import (
+    DecodeOnlyTokenizer,
+    FakeTokenizer,
+    StrictTokenizer,
+    write_nemo,
+    write_openinstruct,
+    write_trl,
+    write_verl,
+)
 
 import rlviz_widgets
 from rlviz_widgets.readers.detect import FormatError
@@ -271,3 +280,66 @@ def test_chunk_query_view_is_made_once_per_cursor_and_remade_for_a_new_one(monke
     rlb._VIEWS[id(other)] = {name}  # as if ``other`` had the id of a cursor that had made it
     assert rlb._query(other, sql)["y"].to_pylist() == [10]
     assert rlb._VIEWS[id(other)] == {name}
+
+
+# -- bad input in other formats ----------------------------------------------------------------
+def _problems(run) -> list[list]:
+    return run.problems[["line", "kind", "message"]].values.tolist()
+
+
+@pytest.mark.parametrize("tok", [None, FakeTokenizer(), DecodeOnlyTokenizer(), StrictTokenizer()],
+                         ids=["none", "convert", "decode", "strict"])
+def test_openinstruct_bad_token_ids_are_reported_never_handed_to_the_tokenizer(tmp_path, cache_dir, tok):
+    recs = write_openinstruct(tmp_path / "traces", steps=(1,), prompts=2, n=2)
+    shard = tmp_path / "traces" / "grpo_run_rollouts_000000.jsonl"
+    bad = [dict(recs[0], response_tokens=[101, None, 102], logprobs=[-1.0, -1.0, -1.0]),
+           dict(recs[1], response_tokens=[101, -5, 2**70], logprobs=[-1.0, -1.0, -1.0]),
+           dict(recs[2], prompt_tokens=[11, None, 12], advantage=float("nan")),
+           dict(recs[3], response_tokens=[101, 5000], logprobs=[-1.0, -1.0])]  # 5000: past StrictTokenizer's vocab
+    shard.write_text("".join(json.dumps(r) + "\n" for r in bad))
+    run = _open(tmp_path / "traces", cache_dir, tokenizer=tok)
+    assert len(run.samples) == 4
+    assert _problems(run) == [[1, "wrong_type", "response_tokens has 1 null or invalid token(s): shown empty"],
+                              [2, "wrong_type", "response_tokens has 2 null or invalid token(s): shown empty"],
+                              [3, "nan", "advantage is NaN: left empty"]]
+    s = run.samples.set_index("line")
+    assert s.loc[1, "n_tokens"] == 3 and "\ufffd" in s.loc[1, "response"] and "\ufffd" in s.loc[3, "prompt"]
+    toks = run.tokens(int(s.loc[2, "sample_id"]))["token"].tolist()
+    assert pd.isna(toks[1]) and pd.isna(toks[2]) and toks[0] != toks[1]
+    if isinstance(tok, StrictTokenizer):  # an id it refuses is shown by number
+        assert run.tokens(int(s.loc[4, "sample_id"]))["token"].tolist() == ["w101", "#5000"]
+
+
+def test_trl_half_written_empty_and_odd_files(tmp_path, cache_dir):
+    import pandas as pd
+
+    write_trl(tmp_path / "out", steps=(5,), prompts=2, n=2)
+    folder = tmp_path / "out" / "completions"
+    good = folder / "completions_00005.parquet"
+    data = good.read_bytes()
+    (folder / "completions_00006.parquet").write_bytes(data[: len(data) // 2])  # TRL still writing it
+    pd.DataFrame({"step": pd.Series([], dtype=str), "prompt": pd.Series([], dtype=str)}).to_parquet(
+        folder / "completions_00007.parquet")
+    pd.DataFrame({"step": ["8", "8", "eight"], "prompt": [[{"role": "user", "content": "hi"}]] * 3,
+                  "completion": ["a", "b", "c"], "accuracy_reward": [1.0, 0.0, 1.0],
+                  "completion_length": [12, 40, 7], "advantage": [0.5, float("inf"), -0.5]}).to_parquet(
+        folder / "completions_00008.parquet")
+    run = _open(tmp_path / "out", cache_dir)
+    by_file = {f.rsplit("_", 1)[-1]: sorted(map(tuple, g[["line", "kind"]].values.tolist()))
+               for f, g in run.problems.groupby("file")}
+    assert by_file == {"00006.parquet": [(0, "unreadable")], "00007.parquet": [(0, "empty_file")],
+                       "00008.parquet": [(1, "wrong_type"), (2, "nan"), (2, "wrong_type"), (3, "wrong_type")]}
+    s = run.samples[run.samples["step"] == 8].sort_values("line")
+    assert s["line"].tolist() == [1, 2]  # "eight" is no step: skipped, reported
+    assert s["reward"].tolist() == [1.0, 0.0]  # the integer column beside the reward is not a reward
+    assert s["completion_length"].tolist() == [12, 40] and s["group_id"].tolist() == ["8:0", "8:0"]
+    assert s["prompt"].tolist() == ['[{"role":"user","content":"hi"}]'] * 2
+    assert len(run.samples[run.samples["step"] == 5]) == 4 and "step is the string" not in run.problems.to_string()
+
+
+def test_openinstruct_step_written_as_text_keeps_its_group(tmp_path, cache_dir):
+    recs = write_openinstruct(tmp_path / "traces", steps=(1,), prompts=1, n=2)
+    shard = tmp_path / "traces" / "grpo_run_rollouts_000000.jsonl"
+    shard.write_text(json.dumps(dict(recs[0], step="1")) + "\n" + json.dumps(recs[1]) + "\n")
+    run = _open(tmp_path / "traces", cache_dir)
+    assert run.samples["group_id"].tolist() == ["1:0", "1:0"]

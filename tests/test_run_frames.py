@@ -368,3 +368,18 @@ def test_histograms_of_a_text_column_or_fractional_bins_say_so(poem_run):
         run.histograms(["reward"], bins=0)
     assert run.reward_histogram("reward", bins=np.int64(4))["bin"].max() == 3
     assert run.histograms(["reward", "no_such_column"], bins=4)["column"].unique().tolist() == ["reward"]
+
+
+def test_bad_ids_columns_and_scopes_are_named(open_run):
+    run = open_run(README_RECORD)
+    sid = int(run.samples["sample_id"][0])
+    for bad in ("12", 1.5, None, [sid, "x"], True):
+        with pytest.raises(TypeError, match="sample ids are whole numbers"):
+            run.tokens(bad)
+    assert len(run.tokens(np.array([sid], dtype=float))) == len(run.tokens(sid)) > 0  # ids from a float column
+    with pytest.raises(KeyError, match="no column 'nope' in samples"):
+        run.rows([sid], ["reward", "nope"])
+    for scope, steps in (("zz", None), ("step", None)):
+        with pytest.raises(ValueError, match="'run', or 'step' with the steps"):
+            run.token_domain("kl", scope, steps)
+    assert run.token_domain("kl", "step", [int(run.samples["step"][0])]) == run.token_domain("kl", "run", [0])

@@ -113,7 +113,9 @@ def detect(source, columns: dict | None = None) -> str:
         if rec is None:
             continue
         fmt = by_fields(rec)
-        if fmt == "trl" and path.suffix != ".parquet":
+        if path.suffix == ".parquet":
+            fmt = "trl"  # named as TRL names them (others were passed over): evidence enough, whatever its columns
+        elif fmt == "trl":
             fmt = None  # TRL writes Parquet; a JSON-lines file with these fields needs columns=
         if fmt is None:
             unknown.append((path, sorted(rec)))

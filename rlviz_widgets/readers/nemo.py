@@ -64,4 +64,5 @@ class NemoReader(RLBReader):
         used |= {"content", "rewards", *TOKEN_KEYS}
         ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
             self.fields()["advantage"]))
+        ex["advantage_raw"] = self._extra(self.fields()["advantage"]) if "advantage" in mapped else None
         return schema, ex, used

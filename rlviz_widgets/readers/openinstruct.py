@@ -36,8 +36,8 @@ class OpenInstructReader(RLBReader):
         if "group_id" not in self.columns:
             schema["prompt_idx"] = "JSON"
             # prompt_idx counts the prompts of one step's batch: the group is (step, prompt_idx)
-            ex["group_id"] = (f"CASE WHEN json_type(r.prompt_idx) IN ('BIGINT', 'UBIGINT') "
-                              f"THEN ({ex['step']})::VARCHAR || ':' || (r.prompt_idx)::VARCHAR END")
+            ex["group_id"] = ("CASE WHEN json_type(r.prompt_idx) IN ('BIGINT', 'UBIGINT') "
+                              "THEN step::VARCHAR || ':' || (r.prompt_idx)::VARCHAR END")  # the step as read
             used.discard("prompt_idx")  # still a custom column as well
         used |= {"prompt_tokens", "request_info"}
         return schema, ex, used

@@ -104,6 +104,7 @@ class RLBReader:
     file_pattern: str | None = None  # names a folder's files must match (None: every *.jsonl)
     step_pattern: str | None = None  # the step in a file's name, for records without one
     group_keys = ("uid", "group_index", "group_id")  # first present names the GRPO group
+    text_steps = False  # whether the format writes steps as strings ("12": read, not reported)
 
     def __init__(self, columns: dict[str, str] | None = None, tokenizer=None):
         self.columns = normalize_columns(columns)
@@ -141,6 +142,7 @@ class RLBReader:
         schema.update({f[c]: "FLOAT[]" for c in ARRAYS})  # logged from float32/bf16 tensors: float32 keeps every digit
         ex = {c: f"r.{_q(f[c])}" for c in (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", "tokens", *ARRAYS)}
         ex["advantage"] = json_number(f"r.{_q(f['advantage'])}")
+        ex["advantage_raw"] = f"r.{_q(f['advantage'])}"  # a plain JSON value: checked (and reported) like reward
         used = set(schema)
         groups = [f["group_id"]] if "group_id" in f else [k for k in self.group_keys if k in keys]
         schema.update({k: "JSON" for k in groups})
@@ -268,6 +270,10 @@ class RLBReader:
                   CASE WHEN NOT isfinite({d}) THEN {x} END AS _f_{i}"""
         texts = {"_x_step": step, "_x_reward": ex["reward"], "_x_ref_reward": ex["ref_reward"],
                  "_x_gt": ex["ground_truth"], **{f"_x_e_{i}": src[k] for i, k in enumerate(extras)}}
+        advantage = f"{ex['advantage']} AS advantage"
+        if ex.get("advantage_raw"):
+            texts["_x_advantage"] = ex["advantage_raw"]
+            advantage = number("advantage")
         # a string step is read as a number (and reported); 3.0 is 3; anything else skips the record
         sx, sd = "_x_step", _num("_x_step")
         ss = _num("(_x_step::JSON->>'$')")
@@ -288,7 +294,7 @@ class RLBReader:
                    {ex['ref_response']} AS ref_response, {number('ref_reward')},
                    {_text_of("_x_gt")} AS ground_truth,
                    {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
-                   {ex['group_id']} AS group_id, {ex['advantage']} AS advantage {extra_sel} {helpers}
+                   {ex['group_id']} AS group_id, {advantage} {extra_sel} {helpers}
             FROM (SELECT line, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
                   FROM (SELECT line, {'j, ' if by_path else ''}json_transform(j, {_lit(json.dumps(schema))}) AS r
                         FROM raw))""")
@@ -312,7 +318,7 @@ class RLBReader:
             if not step_ok[i]:
                 problems.append([int(line[i]), "missing_step", "no step: record skipped"] if kind == "missing" else
                                 [int(line[i]), "wrong_type", f"step is {value}, not an integer: record skipped"])
-            elif kind == "VARCHAR":
+            elif kind == "VARCHAR" and not self.text_steps:
                 problems.append([int(line[i]), "wrong_type", f"step is the string {value}: read as a number"])
         # prompt, response: where the file has the field, a record without it (or with null) is reported
         for f in ("prompt", "response"):
@@ -331,8 +337,10 @@ class RLBReader:
                     if kind not in (None, "VARCHAR", "NULL"):
                         problems.append([n, "wrong_type", f"{_short(key)} is {_JSON_KINDS.get(kind, kind)}, "
                                                           "not text: shown as its JSON"])
-        # reward, ref_reward: kept empty when missing or bad
-        for f in NUMBER_FIELDS:
+        # reward, ref_reward (and advantage, where it is a plain value): kept empty when missing or bad
+        for f in (*NUMBER_FIELDS, "advantage"):
+            if f"_p_{f}" not in t.column_names:
+                continue
             flags = t[f"_p_{f}"]
             for i in np.flatnonzero(_mask(pc.is_valid(flags)) & step_ok).tolist():
                 kind, value = flags[i].as_py(), t[f"_v_{f}"][i].as_py()
@@ -472,7 +480,7 @@ def _null_tokens(col: pa.ChunkedArray, line: np.ndarray, step_ok: np.ndarray, ke
             for i in np.flatnonzero(counts > 0).tolist():
                 if step_ok[at + i]:
                     problems.append([int(line[at + i]), "wrong_type",
-                                     f"{key} has {int(counts[i])} null token(s): shown empty"])
+                                     f"{key} has {int(counts[i])} null or invalid token(s): shown empty"])
         at += len(chunk)
 
 
