@@ -425,7 +425,9 @@ class Run:
             where.append(f"step <= {math.floor(hi)}")
         qualify = ""
         if self.max_samples_per_step:
-            qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file_no) "
+            # ties of line number broken by path, not file number: numbers follow the order a cache dir first
+            # saw the files, so the same logs would keep other samples on another cache
+            qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file) "
                        f"<= {int(self.max_samples_per_step)}")
         return (f"SELECT * FROM ({self._samples_sql(self._parts(), names=names)}) "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")

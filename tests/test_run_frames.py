@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import POEM, README_RECORD, f32, read_records
+
+import rlviz_widgets
 
 QS = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOKEN_ARRAY_COLUMNS = {"response_tokens", "tokens", "logprobs", "ref_logprobs", "values", "token_rewards"}
@@ -383,3 +386,16 @@ def test_bad_ids_columns_and_scopes_are_named(open_run):
         with pytest.raises(ValueError, match="'run', or 'step' with the steps"):
             run.token_domain("kl", scope, steps)
     assert run.token_domain("kl", "step", [int(run.samples["step"][0])]) == run.token_domain("kl", "run", [0])
+
+
+def test_the_cap_keeps_the_same_samples_whatever_order_a_cache_first_saw_the_files(synth_logs, tmp_path):
+    folder, files = synth_logs(steps=2, samples_per_step=8, ranks=2)
+    rank1 = sorted(files)[1]
+
+    def kept(cache):
+        run = rlviz_widgets.open_run(folder, cache_dir=cache, progress=False, max_samples_per_step=3)
+        return sorted(zip(run.samples["file"], run.samples["line"]))
+
+    rlviz_widgets.open_run(rank1, cache_dir=tmp_path / "c1", progress=False)  # rank1 numbered first here
+    assert kept(tmp_path / "c1") == kept(tmp_path / "c0")
+    assert [Path(f).name for f, _ in kept(tmp_path / "c1")][:2] == ["rollout_rank0.jsonl"] * 2
