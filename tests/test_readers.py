@@ -343,3 +343,24 @@ def test_openinstruct_step_written_as_text_keeps_its_group(tmp_path, cache_dir):
     shard.write_text(json.dumps(dict(recs[0], step="1")) + "\n" + json.dumps(recs[1]) + "\n")
     run = _open(tmp_path / "traces", cache_dir)
     assert run.samples["group_id"].tolist() == ["1:0", "1:0"]
+
+
+def test_a_tokenizer_with_added_tokens_gets_its_own_cache(tmp_path, cache_dir):
+    class Tok(FakeTokenizer):
+        vocab_size = 150  # as Hugging Face counts it: without the added tokens
+
+        def __init__(self, added):
+            self.added = added
+
+        def convert_ids_to_tokens(self, ids):
+            return [self.added.get(i, f"Ġt{i}") for i in ids]
+
+    recs = write_openinstruct(tmp_path / "traces", steps=(1,), prompts=1, n=1)
+    shard = tmp_path / "traces" / "grpo_run_rollouts_000000.jsonl"
+    shard.write_text(json.dumps(dict(recs[0], response_tokens=[101, 150, 151], logprobs=[-1.0] * 3)) + "\n")
+    base = _open(tmp_path / "traces", cache_dir, tokenizer=Tok({}))
+    tuned = _open(tmp_path / "traces", cache_dir, tokenizer=Tok({150: "<|pad|>", 151: "<|tool|>"}))
+    assert base.tokens(base.samples["sample_id"])["token"].tolist() == ["Ġt101", "Ġt150", "Ġt151"]
+    assert tuned.tokens(tuned.samples["sample_id"])["token"].tolist() == ["Ġt101", "<|pad|>", "<|tool|>"]
+    again = _open(tmp_path / "traces", cache_dir, tokenizer=Tok({}))
+    assert again.samples["response"].tolist() == base.samples["response"].tolist()

@@ -24,7 +24,7 @@ from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS
 from ..problems import short as _short
 from .jsonkeys import candidate_keys, odd_values
-from .tokens import spell_ids
+from .tokens import id_strings, spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
 NUMBER_FIELDS = ("reward", "ref_reward")
@@ -84,11 +84,25 @@ def signature(columns: dict[str, str], tokenizer) -> str:
     """A short key naming the options that change what a reader produces (for the cache)."""
     if not columns and tokenizer is None:
         return ""
-    tok = None
-    if tokenizer is not None:
-        tok = [getattr(tokenizer, "name_or_path", None) or type(tokenizer).__qualname__,
-               getattr(tokenizer, "vocab_size", None)]
+    tok = None if tokenizer is None else _tokenizer_key(tokenizer)
     return hashlib.sha1(json.dumps([sorted(columns.items()), tok], default=str).encode()).hexdigest()[:10]
+
+
+def _tokenizer_key(tokenizer) -> list:
+    """What tells tokenizers apart for the cache: name, sizes, added tokens, and how it spells a spread of ids
+    and those just past its base vocabulary (where added tokens go). A tokenizer with tokens added for
+    fine-tuning keeps its name and ``vocab_size``: its parts must not be read as the base one's."""
+    size = getattr(tokenizer, "vocab_size", None)
+    key = [getattr(tokenizer, "name_or_path", None) or type(tokenizer).__qualname__, size]
+    for probe in (len, lambda t: sorted(t.get_added_vocab().items())):
+        try:
+            key.append(probe(tokenizer))
+        except Exception:  # noqa: BLE001 - a tokenizer without it
+            key.append(None)
+    n = size if isinstance(size, int) and size > 0 else 1000
+    ids = sorted(set(np.linspace(0, n - 1, 256).astype(int).tolist()) | set(range(n, n + 256)))
+    key.append(hashlib.sha1("\x00".join(id_strings(np.array(ids), tokenizer)).encode()).hexdigest())
+    return key
 
 
 class RLBReader:
