@@ -427,3 +427,15 @@ def test_text_fields_not_strings_in_other_formats(tmp_path, cache_dir):
     mapped = write_lines(tmp_path / "m" / "x.jsonl", [{"q": 7, "a": "x", "reward": 1.0, "step": 0}])
     run, _ = open_recording(mapped, cache_dir, columns={"prompt": "q", "response": "a"})
     assert run.problems["message"].tolist() == ["q is a number, not text: shown as its JSON"]
+
+
+def test_records_without_prompt_or_response_are_reported_however_they_are_read(tmp_path, cache_dir):
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [rec(0, 1)])
+    run, _ = open_recording(f, cache_dir)
+    with open(f, "a") as out:  # a refresh reads only records without a response
+        out.write(json.dumps(without(rec(0, 2), "response")) + "\n" + json.dumps(without(rec(0, 3), "response")) + "\n")
+    run.refresh()
+    want = [(2, "missing_field"), (3, "missing_field")]
+    assert sorted(zip(run.problems["line"], run.problems["kind"])) == want
+    warm, _ = open_recording(f, cache_dir)
+    assert sorted(zip(warm.problems["line"], warm.problems["kind"])) == want

@@ -334,15 +334,15 @@ class RLBReader:
                                 [int(line[i]), "wrong_type", f"step is {value}, not an integer: record skipped"])
             elif kind == "VARCHAR" and not self.text_steps:
                 problems.append([int(line[i]), "wrong_type", f"step is the string {value}: read as a number"])
-        # prompt, response: where the file has the field, a record without it (or with null) is reported
+        # prompt, response: a record without it (or with null) is reported, where the format reads it from a field
+        # (in every chunk alike: a refresh may read only records without it)
+        texts = self._text_keys()
         for f in ("prompt", "response"):
-            key = self.fields()[f]
-            if key in keys:
+            if f in texts:
                 for i in np.flatnonzero(_mask(t[f].is_null()) & step_ok).tolist():
-                    problems.append([int(line[i]), "missing_field", f"no {key}: left empty"])
+                    problems.append([int(line[i]), "missing_field", f"no {texts[f]}: left empty"])
         # prompt, response, ref_response given as another JSON value: the transform made it its JSON text
         odd = odd[np.isin(odd, line[step_ok])]
-        texts = self._text_keys()
         if len(odd) and texts:
             types = ", ".join(f"json_type(j, {_lit(_path(k))})" for k in texts.values())
             for n, *kinds in con.execute(f"SELECT line, {types} FROM raw WHERE line IN "
