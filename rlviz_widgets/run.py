@@ -697,7 +697,7 @@ class Run:
 
     def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
         """One row per token of the given samples: token text, metrics, and derived metrics."""
-        ids = _id_list(sample_ids)
+        ids = self._in_run(_id_list(sample_ids))
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:  # the tokens view's columns, no rows
@@ -712,7 +712,7 @@ class Run:
 
     def rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """The samples rows of the given ids, in that order (fast: reads only their row groups)."""
-        ids = _id_list(sample_ids)
+        ids = self._in_run(_id_list(sample_ids))
         unknown = [c for c in columns or () if c not in self.columns]
         if unknown:
             raise KeyError(f"no column {', '.join(map(repr, unknown))} in samples; columns: {', '.join(self.columns)}")
@@ -726,6 +726,19 @@ class Run:
         order = {sid: k for k, sid in enumerate(ids)}
         df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
         return df.drop(columns="__id").reset_index(drop=True)
+
+    def _leaves_samples_out(self) -> bool:
+        """Whether the run's options keep only some samples of its files (a step range, a per-step cap)."""
+        return self.step_range != (None, None) or bool(self.max_samples_per_step)
+
+    def _in_run(self, ids: list[int]) -> list[int]:
+        """Those of ``ids`` that are samples of this run, in their order: the step range and the per-step cap
+        leave samples in the cache parts that the run does not hold (ids of them may come from another Run)."""
+        if not ids or not self._leaves_samples_out():
+            return ids  # every sample of the parts is the run's (ids of other files find no part)
+        listed = ", ".join(str(i) for i in dict.fromkeys(ids))
+        held = {i for (i,) in self._execute(f"SELECT sample_id FROM _nums WHERE sample_id IN ({listed})").fetchall()}
+        return [i for i in ids if i in held]
 
     def token_arrays(self, sample_ids: Iterable[int]) -> list[dict]:
         """Per sample: id, step, reward, token strings and each token metric as a float32 array."""

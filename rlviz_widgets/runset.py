@@ -150,6 +150,9 @@ class RunSet(Run):
         selects.append(f"SELECT {nulls} WHERE false")
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
+    def _leaves_samples_out(self) -> bool:
+        return any(r._leaves_samples_out() for r in self.runs.values())
+
     def _samples_raw_sql(self) -> str:
         selects = [f"SELECT {_lit(name)} AS run, * FROM ({r._samples_raw_sql(self._column_names)})"
                    for name, r in self.runs.items()]

@@ -399,3 +399,18 @@ def test_the_cap_keeps_the_same_samples_whatever_order_a_cache_first_saw_the_fil
     rlviz_widgets.open_run(rank1, cache_dir=tmp_path / "c1", progress=False)  # rank1 numbered first here
     assert kept(tmp_path / "c1") == kept(tmp_path / "c0")
     assert [Path(f).name for f, _ in kept(tmp_path / "c1")][:2] == ["rollout_rank0.jsonl"] * 2
+
+
+def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
+    folder, _ = synth_logs(steps=3, samples_per_step=4, ranks=1)
+    whole = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "c", progress=False)
+    part = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "c", progress=False, steps=(1, 2),
+                                  max_samples_per_step=2)
+    ids = whole.samples["sample_id"].tolist()  # ids from another Run of the same logs
+    held = part.samples["sample_id"].tolist()
+    assert len(held) == 4 and set(held) < set(ids)
+    assert part.rows(ids)["sample_id"].tolist() == held
+    assert sorted(set(part.tokens(ids)["sample_id"])) == held
+    assert [a["sample_id"] for a in part.token_arrays(ids[::-1])] == held[::-1]
+    rs = rlviz_widgets.RunSet({"part": part})
+    assert rs.rows(ids)["sample_id"].tolist() == rs.samples["sample_id"].tolist()
