@@ -56,11 +56,17 @@ class RunSet(Run):
         # new dicts, swapped in whole: a query in another thread never reads them half made
         owner: dict[int, str] = {}
         file_no, states, caches = {}, {}, {}
+        paths: dict[int, str] = {}
         for name, r in self.runs.items():
-            for n in r._file_no.values():
+            for p, n in r._file_no.items():
                 if n in owner and owner[n] != name:
-                    raise ValueError("two runs share file numbers: open them with the same cache_dir")
-                owner[n] = name
+                    if paths[n] == p:  # sample ids are per file: one file cannot be in two runs of a set
+                        raise ValueError(f"runs {owner[n]!r} and {name!r} both read {p}: a RunSet holds runs of "
+                                         "different log files (to compare options on the same logs, compare the "
+                                         "two runs' frames)")
+                    raise ValueError(f"runs {owner[n]!r} and {name!r} number their files alike ({paths[n]} and "
+                                     f"{p}): open them with the same cache_dir")
+                owner[n], paths[n] = name, p
             file_no.update(r._file_no)
             states.update(r._states)
             caches.update(r._caches)

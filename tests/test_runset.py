@@ -128,3 +128,10 @@ def test_a_sets_cursors_always_match_its_views(tmp_path, open_run, monkeypatch):
     assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before  # the set's views, as they were
     monkeypatch.undo()
     assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before + 4  # followed: a's new sample too
+
+
+def test_one_log_in_two_runs_of_a_set_is_named(two, tmp_path):
+    a = rw.open_run(two["baseline"], cache_dir=tmp_path / "c", progress=False)
+    b = rw.open_run(two["baseline"], cache_dir=tmp_path / "c", progress=False, max_samples_per_step=1)
+    with pytest.raises(ValueError, match="runs 'a' and 'b' both read .*rank0.jsonl: a RunSet holds runs of different"):
+        RunSet({"a": a, "b": b})
