@@ -45,8 +45,9 @@ from .token_store import TOKEN_COLUMNS
 # 11: numbers of a field mixing numbers and text written as DuckDB writes them (18.0); 12: response_pad_chars;
 # 13: text fields that are not strings reported; 14: bad token ids kept null (never spelled), advantage checked
 # like reward, TRL sums only float reward columns and keeps text steps; 15: missing prompt/response reported in
-# every chunk (a refresh of records without one said nothing)
-CACHE_VERSION = 15
+# every chunk (a refresh of records without one said nothing); 16: NeMo values of another shape reported, a null
+# reward inside a list is a missing reward
+CACHE_VERSION = 16
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most

@@ -364,3 +364,28 @@ def test_a_tokenizer_with_added_tokens_gets_its_own_cache(tmp_path, cache_dir):
     assert tuned.tokens(tuned.samples["sample_id"])["token"].tolist() == ["Ġt101", "<|pad|>", "<|tool|>"]
     again = _open(tmp_path / "traces", cache_dir, tokenizer=Tok({}))
     assert again.samples["response"].tolist() == base.samples["response"].tolist()
+
+
+def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache_dir):
+    write_nemo(tmp_path / "logs", steps=(1,), prompts=2, n=4)
+    f = tmp_path / "logs" / "train_data_step1.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    width = len(recs[4]["token_ids"][0])
+    recs[1]["rewards"] = [0.25, 0.75]
+    recs[2]["rewards"] = 0.5
+    recs[3]["rewards"] = [None]
+    recs[4]["token_loss_mask"] = [recs[4]["token_loss_mask"][0][:-1]]
+    recs[5]["token_ids"] = recs[5]["token_ids"][0]
+    recs[6]["content"] = [None]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = _open(tmp_path / "logs", cache_dir, tokenizer=FakeTokenizer())
+    assert _problems(run) == [
+        [2, "wrong_type", "rewards holds 2 values, not one: the first is read"],
+        [3, "wrong_type", "rewards is not a batch of one (a one-item list): read as it is"],
+        [4, "missing_reward", "no reward: left empty"],
+        [5, "length_mismatch", f"token_loss_mask has {width - 1} values for {width} token ids: the response tokens "
+                               "may be off"],
+        [6, "wrong_type", "token_ids is not a batch of one list of numbers: ignored"],
+        [7, "missing_field", "no response text in content: left empty"]]
+    s = run.samples.set_index("line")
+    assert s.loc[2, "reward"] == 0.25 and s.loc[3, "reward"] == 0.5 and len(s) == 8

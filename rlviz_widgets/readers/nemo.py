@@ -61,8 +61,34 @@ class NemoReader(RLBReader):
             ex["advantage"] = f"list_avg({response_only('r.advantages')})::DOUBLE"
         if "group_id" not in mapped and self.file_step is not None:
             ex["group_id"] = f"'{int(self.file_step)}:' || md5({ex['prompt']})[:12]"
+        ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"])
         used |= {"content", "rewards", *TOKEN_KEYS}
         ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
             self.fields()["advantage"]))
         ex["advantage_raw"] = self._extra(self.fields()["advantage"]) if "advantage" in mapped else None
         return schema, ex, used
+
+
+def _shape_reports(response: str | None) -> str:
+    """SQL: the ``kind|message`` of each value not shaped as NeMo writes it (a batch of one; token rows as long as
+    ``token_ids``), for ``_check`` to report: unwrapping reads such values only in part, or not at all.
+    ``response``: the SQL of the response read from ``content`` (None: mapped to another field, checked there)."""
+    out = []
+    if response is not None:
+        out.append(f"CASE WHEN r.content IS NOT NULL AND ({response}) IS NULL "
+                   f"THEN 'missing_field|no response text in content: left empty' END")
+    for k in ("content", "rewards", "input_lengths"):
+        v = f"r.{k}"
+        out.append(f"CASE WHEN {v} IS NULL THEN NULL WHEN json_type({v}) <> 'ARRAY' "
+                   f"THEN 'wrong_type|{k} is not a batch of one (a one-item list): read as it is' "
+                   f"WHEN json_array_length({v}) > 1 THEN 'wrong_type|{k} holds ' || json_array_length({v}) || "
+                   f"' values, not one: the first is read' END")
+    for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
+        v = f"r.{k}"
+        out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) <> 1 OR {v}[1] IS NULL) "
+                   f"THEN 'wrong_type|{k} is not a batch of one list of numbers: ignored' END")
+        if k != "token_ids":
+            out.append(f"CASE WHEN len({v}) = 1 AND len(r.token_ids) = 1 AND len({v}[1]) <> len(r.token_ids[1]) "
+                       f"THEN 'length_mismatch|{k} has ' || len({v}[1]) || ' values for ' || len(r.token_ids[1]) "
+                       f"|| ' token ids: the response tokens may be off' END")
+    return f"list_filter([{', '.join(out)}], lambda x: x IS NOT NULL)"

@@ -269,7 +269,7 @@ class RLBReader:
             # _p_{f}: what is wrong (NULL when fine), _v_{f}: the bad value, for the message
             x, d = f"_x_{f}", _num(f"_x_{f}")
             return (f"CASE WHEN isfinite({d}) THEN {d} END AS {f}, "
-                    f"CASE WHEN {x} IS NULL THEN 'missing' WHEN {x} = 'null' THEN NULL WHEN {d} IS NULL THEN 'type' "
+                    f"CASE WHEN {x} IS NULL OR {x} = 'null' THEN 'missing' WHEN {d} IS NULL THEN 'type' "
                     f"WHEN NOT isfinite({d}) THEN 'nan' END AS _p_{f}, "
                     f"CASE WHEN {d} IS NULL OR NOT isfinite({d}) THEN {x} END AS _v_{f}")
 
@@ -351,6 +351,13 @@ class RLBReader:
                     if kind not in (None, "VARCHAR", "NULL"):
                         problems.append([n, "wrong_type", f"{_short(key)} is {_JSON_KINDS.get(kind, kind)}, "
                                                           "not text: shown as its JSON"])
+        # what a format's own checks found (``_reports``: "kind|message" per row)
+        if "_reports" in t.column_names:
+            reports = t["_reports"]
+            for i in np.flatnonzero(_mask(pc.greater(pc.list_value_length(reports), 0)) & step_ok).tolist():
+                for r in reports[i].as_py():
+                    kind, _, message = r.partition("|")
+                    problems.append([int(line[i]), kind, message])
         # reward, ref_reward (and advantage, where it is a plain value): kept empty when missing or bad
         for f in (*NUMBER_FIELDS, "advantage"):
             if f"_p_{f}" not in t.column_names:
