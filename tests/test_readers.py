@@ -301,6 +301,7 @@ def test_openinstruct_bad_token_ids_are_reported_never_handed_to_the_tokenizer(t
     assert len(run.samples) == 4
     assert _problems(run) == [[1, "wrong_type", "response_tokens has 1 null or invalid token(s): shown empty"],
                               [2, "wrong_type", "response_tokens has 2 null or invalid token(s): shown empty"],
+                              [3, "wrong_type", "prompt_tokens holds null or invalid token ids: shown as \ufffd"],
                               [3, "nan", "advantage is NaN: left empty"]]
     s = run.samples.set_index("line")
     assert s.loc[1, "n_tokens"] == 3 and "\ufffd" in s.loc[1, "response"] and "\ufffd" in s.loc[3, "prompt"]
@@ -389,3 +390,19 @@ def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache
         [7, "missing_field", "no response text in content: left empty"]]
     s = run.samples.set_index("line")
     assert s.loc[2, "reward"] == 0.25 and s.loc[3, "reward"] == 0.5 and len(s) == 8
+
+
+def test_openinstruct_prompt_fields_of_another_type_are_reported(tmp_path, cache_dir):
+    recs = write_openinstruct(tmp_path / "traces", steps=(1,), prompts=2, n=2)
+    recs[0]["prompt_idx"] = "0"
+    recs[1]["prompt_tokens"] = "hello"
+    recs[2]["prompt_tokens"] = [11, -1]
+    shard = tmp_path / "traces" / "grpo_run_rollouts_000000.jsonl"
+    shard.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = _open(tmp_path / "traces", cache_dir, tokenizer=FakeTokenizer())
+    assert _problems(run) == [[1, "wrong_type", 'prompt_idx is "0", not an integer: no group'],
+                              [2, "wrong_type", "prompt_tokens is not a list of token ids: the prompt is left empty"],
+                              [3, "wrong_type", "prompt_tokens holds null or invalid token ids: shown as \ufffd"]]
+    s = run.samples.set_index("line")
+    assert pd.isna(s.loc[1, "group_id"]) and pd.isna(s.loc[2, "prompt"]) and s.loc[3, "prompt"] == "t11\ufffd"
+    assert s.loc[4, "prompt"] == "t11 t12 t14" and s.loc[4, "group_id"] == "1:1"

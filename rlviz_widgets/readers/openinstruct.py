@@ -24,11 +24,17 @@ class OpenInstructReader(RLBReader):
         schema, ex, used = super()._spec(keys)
         f = self.fields()
         schema[f["tokens"]] = "BIGINT[]"  # ids, spelled in _post
+        reports = []  # "kind|message" of values of another type than open-instruct writes
         if "prompt" not in self.columns:
             schema.pop("prompt", None)
-            schema["prompt_tokens"] = "BIGINT[]"
+            schema["prompt_tokens"] = "JSON"  # typed below: a value that is no list of ids is seen, and reported
             ex["prompt"] = "NULL::VARCHAR"
-            ex["_prompt_ids"] = "r.prompt_tokens"
+            ex["_prompt_ids"] = "from_json(r.prompt_tokens, '[\"BIGINT\"]')"
+            reports.append("CASE WHEN json_type(r.prompt_tokens) NOT IN ('ARRAY', 'NULL') THEN 'wrong_type|"
+                           "prompt_tokens is not a list of token ids: the prompt is left empty' "
+                           "WHEN list_bool_or(list_transform(from_json(r.prompt_tokens, '[\"BIGINT\"]'), "
+                           "lambda i: i IS NULL OR i < 0)) THEN 'wrong_type|prompt_tokens holds null or invalid "
+                           "token ids: shown as \ufffd' END")
         if "response" not in self.columns:
             schema.pop("response", None)
             ex["response"] = "NULL::VARCHAR"
@@ -39,6 +45,11 @@ class OpenInstructReader(RLBReader):
             ex["group_id"] = ("CASE WHEN json_type(r.prompt_idx) IN ('BIGINT', 'UBIGINT') "
                               "THEN step::VARCHAR || ':' || (r.prompt_idx)::VARCHAR END")  # the step as read
             used.discard("prompt_idx")  # still a custom column as well
+            reports.append("CASE WHEN json_type(r.prompt_idx) NOT IN ('BIGINT', 'UBIGINT', 'NULL') THEN "
+                           "'wrong_type|prompt_idx is ' || left(r.prompt_idx::VARCHAR, 40) || "
+                           "', not an integer: no group' END")
+        if reports:
+            ex["_reports"] = f"list_filter([{', '.join(reports)}], lambda x: x IS NOT NULL)"
         used |= {"prompt_tokens", "request_info"}
         return schema, ex, used
 
