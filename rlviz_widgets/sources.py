@@ -40,10 +40,14 @@ def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] 
 def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str = "") -> list[Path]:
     path = Path(item).expanduser()
     if path.is_dir():
-        files = sorted(p.resolve() for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes)
-                       and (accepts is None or accepts(p)))
+        candidates = sorted(p.resolve() for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+        files = [p for p in candidates if accepts is None or accepts(p)]
         if not files:
             kinds = what or ", ".join("*" + s for s in suffixes)
+            if candidates:  # the format was told (or guessed from the records), but its file names are others
+                raise NoLogsError(f"no log files ({kinds}) found in folder {path}: its {len(candidates)} "
+                                  f"{'/'.join('*' + s for s in suffixes)} file(s) (e.g. {candidates[0].name}) are "
+                                  "named otherwise; open a file by its path, or choose another format=")
             raise NoLogsError(f"no log files ({kinds}) found in folder {path}")
         return files
     if path.is_file():

@@ -406,3 +406,12 @@ def test_openinstruct_prompt_fields_of_another_type_are_reported(tmp_path, cache
     s = run.samples.set_index("line")
     assert pd.isna(s.loc[1, "group_id"]) and pd.isna(s.loc[2, "prompt"]) and s.loc[3, "prompt"] == "t11\ufffd"
     assert s.loc[4, "prompt"] == "t11 t12 t14" and s.loc[4, "group_id"] == "1:1"
+
+
+def test_a_folder_whose_files_the_format_names_otherwise_says_so(tmp_path, cache_dir):
+    write_nemo(tmp_path / "logs", steps=(3,))
+    (tmp_path / "logs" / "train_data_step3.jsonl").rename(tmp_path / "logs" / "3.jsonl")
+    with pytest.raises(rlviz_widgets.NoLogsError, match=r"its 1 \*\.jsonl file\(s\) \(e\.g\. 3\.jsonl\) are named "
+                                                          "otherwise; open a file by its path"):
+        _open(tmp_path / "logs", cache_dir, format="nemo")
+    assert len(_open(tmp_path / "logs" / "3.jsonl", cache_dir, format="nemo").samples) == 4
