@@ -414,4 +414,5 @@ def test_a_folder_whose_files_the_format_names_otherwise_says_so(tmp_path, cache
     with pytest.raises(rlviz_widgets.NoLogsError, match=r"its 1 \*\.jsonl file\(s\) \(e\.g\. 3\.jsonl\) are named "
                                                           "otherwise; open a file by its path"):
         _open(tmp_path / "logs", cache_dir, format="nemo")
-    assert len(_open(tmp_path / "logs" / "3.jsonl", cache_dir, format="nemo").samples) == 4
+    by_path = _open(tmp_path / "logs" / "3.jsonl", cache_dir, format="nemo")  # read; its step is in no name
+    assert by_path.problems["kind"].tolist() == ["missing_step"] * 4
