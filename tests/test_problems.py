@@ -439,3 +439,14 @@ def test_records_without_prompt_or_response_are_reported_however_they_are_read(t
     assert sorted(zip(run.problems["line"], run.problems["kind"])) == want
     warm, _ = open_recording(f, cache_dir)
     assert sorted(zip(warm.problems["line"], warm.problems["kind"])) == want
+
+
+def test_a_field_whose_name_is_too_long_to_read_is_reported(tmp_path, cache_dir):
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [
+        rec(0, 1, **{"k" * 70000: 5}), rec(0, 2, **{"\u00e9" * 40000: 6}),  # written as \\u00e9: 240 KB
+        rec(0, 3, **{"x" * 20000: 7}), rec(0, 4)])
+    f.write_text(f.read_text().replace("\u00e9", "\\u00e9"))
+    run, warned = open_recording(f, cache_dir)
+    assert run.problems[["line", "kind"]].values.tolist() == [[1, "unnamed_field"], [2, "unnamed_field"]]
+    assert "name is longer than 64 KB" in run.problems["message"][0] and len(warned) == 1
+    assert len(run.samples) == 4 and run.samples.set_index("line").loc[3, "x" * 20000] == 7  # long, but read

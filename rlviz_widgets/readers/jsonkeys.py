@@ -7,7 +7,7 @@ right after an unescaped quote, and walks back to the opening quote. That finds 
 column simply comes out empty). The same few keys repeat on every line, so candidates are grouped
 by the 8 bytes before their closing quote; one key per group is read in Python and checked against
 every member at once (a member whose bytes differ is read next). No second parse of every float.
-Keys are looked for up to 64 KB back from their closing quote.
+Keys are looked for up to 64 KB back from their closing quote; a longer one is returned as ``LONG_KEY``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..lines import find_byte
 
 QUOTE, COLON, SPACE, TAB, CR, BACKSLASH = 34, 58, 32, 9, 13, 92
 MAX_READS = 8  # keys read per group before the rest of it is read one by one
+MAX_KEY_BYTES = 65536  # keys are looked for this far back from their closing quote
 
 
 def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None) -> set[str]:
@@ -133,7 +134,7 @@ def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
         for _ in range(MAX_READS):
             key = _key_before(data, int(members[0]))
             out.add(key)
-            if key is None:
+            if key is None or key == _LONG:
                 members = members[1:]
             else:  # members ending in the same quote + key, that quote not escaped, have this key
                 n = len(key) + 1
@@ -150,14 +151,19 @@ def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
     return out
 
 
+LONG_KEY = "\x00a key longer than 64 KB"  # stands for keys too long to be looked at (their lines are found apart)
+_LONG = LONG_KEY.encode()
+
+
 def _key_before(data: np.ndarray, end: int) -> bytes | None:
-    """The raw bytes of the string closed by the quote at ``end`` (None when that quote is escaped)."""
-    for span in (256, 65536):  # keys are short: a short look back first
+    """The raw bytes of the string closed by the quote at ``end`` (None when that quote is escaped;
+    ``LONG_KEY`` when its opening quote is more than 64 KB back)."""
+    for span in (256, MAX_KEY_BYTES):  # keys are short: a short look back first
         start = max(end - span, 0)
-        found = _scan_back(bytes(data[start:end]), whole=start == 0 or span == 65536)
+        found = _scan_back(bytes(data[start:end]), whole=start == 0)
         if found is not _UNSURE:
             return found
-    return None  # pragma: no cover (the last span is always taken as whole)
+    return _LONG
 
 
 _UNSURE = object()

@@ -23,7 +23,7 @@ from ..custom_columns import FIRST_LINES, number_text, stored_column
 from ..lines import Chunk, line_bytes
 from ..metrics import ARRAYS
 from ..problems import short as _short
-from .jsonkeys import candidate_keys, odd_values
+from .jsonkeys import LONG_KEY, candidate_keys, odd_values
 from .tokens import id_strings, spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
@@ -424,6 +424,12 @@ class RLBReader:
         if "" in keys:  # a field with an empty name: no column can be named after it
             there = con.execute("SELECT line FROM raw WHERE list_contains(json_keys(j), '')").fetchall()
             problems += [[n, "unnamed_field", "a field with an empty name: its value is not kept"] for (n,) in there]
+        if LONG_KEY in keys:  # names too long to be read from the bytes: the lines with a long key not read
+            found = [k for k in keys if len(k) > 10000]  # (64 KB written is 10,923 bytes or more once unescaped)
+            there = con.execute("SELECT line FROM raw WHERE list_bool_or(list_transform(json_keys(j), "
+                                "lambda k: strlen(k) > 10000 AND NOT list_contains(?, k)))", [found]).fetchall()
+            problems += [[n, "unnamed_field", "a field whose name is longer than 64 KB: its value is not kept"]
+                         for (n,) in there]
         kept = t["line"].to_numpy()  # the lines of the records kept (``line`` and ``step_ok``: of them all)
         first_lines = {}
         for name in t.column_names:
@@ -512,7 +518,7 @@ def _split_extras(schema: dict[str, str], keys: list[str]) -> tuple[list[str], l
     taken = {k.lower() for k in schema}
     direct, by_path = [], []
     for k in keys:
-        if not k:
+        if not k or k == LONG_KEY:
             continue
         if k.lower() in taken:
             by_path.append(k)
