@@ -450,3 +450,15 @@ def test_a_field_whose_name_is_too_long_to_read_is_reported(tmp_path, cache_dir)
     assert run.problems[["line", "kind"]].values.tolist() == [[1, "unnamed_field"], [2, "unnamed_field"]]
     assert "name is longer than 64 KB" in run.problems["message"][0] and len(warned) == 1
     assert len(run.samples) == 4 and run.samples.set_index("line").loc[3, "x" * 20000] == 7  # long, but read
+
+
+def test_custom_integers_past_2_53_keep_every_digit(tmp_path, cache_dir):
+    body = '"step": 0, "prompt": "p", "response": "r", "reward": 1.0'
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [
+        f'{{{body}, "hash": 18446744073709551615, "seed": 9007199254740993, "n": 7}}',
+        f'{{{body}, "hash": 18446744073709551614, "seed": 12, "n": 1e3}}'])
+    run, warned = open_recording(f, cache_dir)
+    s = run.samples.sort_values("line")
+    assert s["hash"].tolist() == ["18446744073709551615", "18446744073709551614"]  # not 1.8446744073709552e19
+    assert s["seed"].tolist() == ["9007199254740993", "12.0"]  # a field of exact and other numbers: as text
+    assert s["n"].tolist() == [7.0, 1000.0] and not warned

@@ -278,9 +278,10 @@ class RLBReader:
         extra_sel = ""
         for i in range(len(extras)):
             x, d = f"_x_e_{i}", _num(f"_x_e_{i}")
-            extra_sel += f""", CASE WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
+            big = _big_integer(x)
+            extra_sel += f""", CASE WHEN {big} THEN NULL WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
                        WHEN {x} = 'false' THEN 0.0::DOUBLE END AS _n_{i},
-                  CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' END AS _s_{i},
+                  CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' WHEN {big} THEN {x} END AS _s_{i},
                   CASE WHEN NOT isfinite({d}) THEN {x} END AS _f_{i}"""
         texts = {"_x_step": step, "_x_reward": ex["reward"], "_x_ref_reward": ex["ref_reward"],
                  "_x_gt": ex["ground_truth"], **{f"_x_e_{i}": src[k] for i, k in enumerate(extras)}}
@@ -509,6 +510,13 @@ def _null_tokens(col: pa.ChunkedArray, line: np.ndarray, step_ok: np.ndarray, ke
                     problems.append([int(line[at + i]), "wrong_type",
                                      f"{key} has {int(counts[i])} null or invalid token(s): shown empty"])
         at += len(chunk)
+
+
+def _big_integer(x: str) -> str:
+    """SQL: whether the JSON text ``x`` is an integer no float holds exactly (past 2**53: an id or a hash, kept as
+    its digits, not rounded). Short texts are ruled out first: the test runs on every custom value."""
+    return (f"(CASE WHEN length({x}) < 16 OR NOT regexp_full_match({x}, '-?[0-9]+') THEN false "
+            f"WHEN length(ltrim({x}, '-')) > 16 THEN true ELSE abs({x}::HUGEINT) > 9007199254740992 END)")
 
 
 def _split_extras(schema: dict[str, str], keys: list[str]) -> tuple[list[str], list[str]]:
