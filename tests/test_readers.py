@@ -416,3 +416,21 @@ def test_a_folder_whose_files_the_format_names_otherwise_says_so(tmp_path, cache
         _open(tmp_path / "logs", cache_dir, format="nemo")
     by_path = _open(tmp_path / "logs" / "3.jsonl", cache_dir, format="nemo")  # read; its step is in no name
     assert by_path.problems["kind"].tolist() == ["missing_step"] * 4
+
+
+def test_nemo_nan_advantages_and_id_messages(tmp_path, cache_dir):
+    write_nemo(tmp_path / "logs", steps=(1,), prompts=1, n=2)
+    f = tmp_path / "logs" / "train_data_step1.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    recs[0]["advantages"][0][recs[0]["token_loss_mask"][0].index(1)] = float("nan")  # at a response token
+    recs[1]["advantages"][0][0] = float("nan")  # at a prompt token: not averaged
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = _open(tmp_path / "logs", cache_dir, tokenizer=FakeTokenizer())
+    assert _problems(run) == [[1, "nan", "advantages holds NaN/Infinity at response tokens: the advantage is left "
+                                         "empty"]]
+    assert pd.isna(run.samples.set_index("line").loc[1, "advantage"])
+    recs = write_openinstruct(tmp_path / "traces", steps=(1,), prompts=1, n=1)
+    shard = tmp_path / "traces" / "grpo_run_rollouts_000000.jsonl"
+    shard.write_text(json.dumps(dict(recs[0], response_tokens=5)) + "\n")
+    assert _problems(_open(tmp_path / "traces", cache_dir)) == [
+        [1, "wrong_type", "response_tokens is not a list of token ids: ignored"]]

@@ -23,6 +23,7 @@ class NemoReader(RLBReader):
     name = "nemo"
     file_pattern = r"^train_data_step\d+\.jsonl$"
     step_pattern = r"data_step(\d+)\.jsonl$"
+    token_ids = True
 
     def _unwrap(self, value: str) -> str:
         return f"CASE WHEN json_type({value}) = 'ARRAY' THEN {value}->'$[0]' ELSE {value} END"
@@ -57,11 +58,16 @@ class NemoReader(RLBReader):
             ex["tokens"] = response_only("r.token_ids")
         if "logprobs" not in mapped:
             ex["logprobs"] = response_only("r.generation_logprobs")
+        nan_advantage = None
         if "advantage" not in mapped:
-            ex["advantage"] = f"list_avg({response_only('r.advantages')})::DOUBLE"
+            mean = f"list_avg({response_only('r.advantages')})::DOUBLE"
+            ex["advantage"] = f"CASE WHEN isfinite({mean}) THEN {mean} END"  # NaN in it: reported, left empty
+            nan_advantage = (f"CASE WHEN NOT isfinite({mean}) THEN 'nan|advantages holds NaN/Infinity at response "
+                             f"tokens: the advantage is left empty' END")
         if "group_id" not in mapped and self.file_step is not None:
             ex["group_id"] = f"'{int(self.file_step)}:' || md5({ex['prompt']})[:12]"
-        ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"])
+        ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"],
+                                        nan_advantage)
         used |= {"content", "rewards", *TOKEN_KEYS}
         ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
             self.fields()["advantage"]))
@@ -69,11 +75,12 @@ class NemoReader(RLBReader):
         return schema, ex, used
 
 
-def _shape_reports(response: str | None) -> str:
+def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
     """SQL: the ``kind|message`` of each value not shaped as NeMo writes it (a batch of one; token rows as long as
     ``token_ids``), for ``_check`` to report: unwrapping reads such values only in part, or not at all.
-    ``response``: the SQL of the response read from ``content`` (None: mapped to another field, checked there)."""
-    out = []
+    ``response``: the SQL of the response read from ``content`` (None: mapped to another field, checked there);
+    ``nan_advantage``: the SQL of the report of a NaN mean advantage (None: mapped, checked as a plain value)."""
+    out = [nan_advantage] if nan_advantage else []
     if response is not None:
         out.append(f"CASE WHEN r.content IS NOT NULL AND ({response}) IS NULL "
                    f"THEN 'missing_field|no response text in content: left empty' END")

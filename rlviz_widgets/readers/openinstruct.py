@@ -19,6 +19,7 @@ class OpenInstructReader(RLBReader):
     name = "openinstruct"
     file_pattern = r"_rollouts_\d+\.jsonl$"
     step_pattern = None
+    token_ids = True
 
     def _spec(self, keys):
         schema, ex, used = super()._spec(keys)

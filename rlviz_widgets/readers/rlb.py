@@ -119,6 +119,7 @@ class RLBReader:
     step_pattern: str | None = None  # the step in a file's name, for records without one
     group_keys = ("uid", "group_index", "group_id")  # first present names the GRPO group
     text_steps = False  # whether the format writes steps as strings ("12": read, not reported)
+    token_ids = False  # whether the format logs token ids (spelled with ``tokenizer``), not token strings
 
     def __init__(self, columns: dict[str, str] | None = None, tokenizer=None):
         self.columns = normalize_columns(columns)
@@ -386,7 +387,7 @@ class RLBReader:
                 path = _lit(_path(key))
                 there = con.execute(f"SELECT line FROM raw WHERE line IN ({', '.join(map(str, cand))}) "
                                     f"AND json_exists(j, {path}) AND json_type(j, {path}) <> 'NULL'").fetchall()
-                kind = "strings" if f == "tokens" else "numbers"
+                kind = ("token ids" if self.token_ids else "strings") if f == "tokens" else "numbers"
                 problems += [[n, "wrong_type", f"{key} is not a list of {kind}: ignored"] for (n,) in there]
             if f != "tokens" and col.null_count < len(col):
                 col = self._clean(col, line, step_ok, key, problems)
