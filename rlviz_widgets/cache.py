@@ -48,8 +48,8 @@ from .token_store import TOKEN_COLUMNS
 # every chunk (a refresh of records without one said nothing); 16: NeMo values of another shape reported, a null
 # reward inside a list is a missing reward; 17: open-instruct prompt_idx / prompt_tokens of another type reported;
 # 18: a field name longer than 64 KB reported; 19: custom integers past 2**53 kept as their digits;
-# 20: a NeMo advantage made NaN by its tokens reported and left empty
-CACHE_VERSION = 20
+# 20: a NeMo advantage made NaN by its tokens reported and left empty; 21: text fields after 3+ blanks checked
+CACHE_VERSION = 21
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most

@@ -67,7 +67,9 @@ def in_use(root: Path) -> set[str]:
         except (OSError, ValueError, TypeError, AttributeError):
             continue
         if alive:
-            out.update(lease.get("parts", []))
+            parts = lease.get("parts")
+            if isinstance(parts, list):  # a damaged lease names nothing (and breaks nothing)
+                out.update(p for p in parts if isinstance(p, str))
         else:
             _remove(f)
     return out

@@ -723,8 +723,8 @@ class Run:
             return self._execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
         sql = self._samples_sql(parts, lines=by_file)
         df = self._execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
-        order = {sid: k for k, sid in enumerate(ids)}
-        df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
+        at = {sid: k for k, sid in enumerate(df["__id"].tolist())}
+        df = df.iloc[[at[i] for i in ids if i in at]]  # in the order asked, an id asked twice given twice
         return df.drop(columns="__id").reset_index(drop=True)
 
     def _leaves_samples_out(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import random
+import socket
 import subprocess
 import sys
 
@@ -106,3 +107,15 @@ def test_command_line_lists_and_prunes(tmp_path):
     assert "removed" in out and str(a.resolve()) in out
     assert list((cache / "files").iterdir()) == []
     assert json.loads((cache / "file_numbers.json").read_text())  # file numbers kept: ids stay stable
+
+
+def test_a_damaged_lease_breaks_nothing(tmp_path):
+    import os
+    a, _, cache = _two_logs(tmp_path)
+    _open(a, cache).close()
+    (cache / "leases").mkdir(exist_ok=True)
+    for i, parts in enumerate(([1, 2], None, "x")):
+        (cache / "leases" / f"{socket.gethostname()}-{os.getpid()}-{i}.json").write_text(
+            json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "parts": parts}))
+    a.unlink()
+    assert rlviz_widgets.prune_cache(cache)["removed"].tolist() == [True]

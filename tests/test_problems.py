@@ -462,3 +462,12 @@ def test_custom_integers_past_2_53_keep_every_digit(tmp_path, cache_dir):
     assert s["hash"].tolist() == ["18446744073709551615", "18446744073709551614"]  # not 1.8446744073709552e19
     assert s["seed"].tolist() == ["9007199254740993", "12.0"]  # a field of exact and other numbers: as text
     assert s["n"].tolist() == [7.0, 1000.0] and not warned
+
+
+def test_text_fields_not_strings_after_any_run_of_blanks(tmp_path, cache_dir):
+    body = '"step": 0, "reward": 1.0, "response": "r"'
+    f = write_lines(tmp_path / "logs" / "x.jsonl", ['{"prompt"   : 5, ' + body + '}',
+                                                     '{"prompt"\t\t\t\t: [1], ' + body + '}',
+                                                     '{"prompt"    :    "ok", ' + body + '}'])
+    run, _ = open_recording(f, cache_dir)
+    assert run.problems[["line", "kind"]].values.tolist() == [[1, "wrong_type"], [2, "wrong_type"]]

@@ -414,3 +414,10 @@ def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
     assert [a["sample_id"] for a in part.token_arrays(ids[::-1])] == held[::-1]
     rs = rlviz_widgets.RunSet({"part": part})
     assert rs.rows(ids)["sample_id"].tolist() == rs.samples["sample_id"].tolist()
+
+
+def test_rows_keep_the_order_asked_and_ids_asked_twice(synth_logs, open_run):
+    folder, _ = synth_logs(steps=2, samples_per_step=3, ranks=1)
+    run = open_run(folder)
+    a, b, c = run.samples["sample_id"].tolist()[:3]
+    assert run.rows([c, a, c, b])["sample_id"].tolist() == [c, a, c, b]

@@ -75,7 +75,8 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
     """The indexes of the lines where a key of ``keys`` may hold a value other than a string or null.
 
     A superset: every colon after one of the keys whose value does not open with a quote or ``n``
-    (after up to two blanks; more, and the line is in). A key that only ends in one (``"a\\"prompt"``)
+    (after up to two blanks; more, and the line is in), and every colon with three or more blanks
+    before it whose value does not. A key that only ends in one (``"a\\"prompt"``)
     adds its line too; the caller looks at these few lines closely.
     """
     if len(lines) == 0 or not keys:
@@ -86,7 +87,8 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
         at = np.where(_blank(data[np.minimum(at, len(data) - 1)]) & (at < len(data)), at + 1, at)
     first = np.where(at < len(data), data[np.minimum(at, len(data) - 1)], 0)
     c = colons[(first != QUOTE) & (first != ord("n"))]
-    hit = np.zeros(len(c), dtype=bool)
+    # three or more blanks before the colon (rare): the line is looked at whatever the key
+    hit = _blank(data[np.maximum(c - 1, 0)]) & _blank(data[np.maximum(c - 2, 0)]) & _blank(data[np.maximum(c - 3, 0)])
     for key in keys:
         raw = np.frombuffer(json.dumps(key, ensure_ascii=False).encode(), dtype=np.uint8)  # with its quotes
         for gap in (0, 1, 2):  # blanks between the key and its colon
