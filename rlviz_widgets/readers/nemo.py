@@ -14,7 +14,7 @@ training policy's, not a reference model's).
 
 from __future__ import annotations
 
-from .rlb import RLBReader, json_number
+from .rlb import RLBReader, json_number, reports_sql
 
 TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
 
@@ -98,4 +98,4 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
             out.append(f"CASE WHEN len({v}) = 1 AND len(r.token_ids) = 1 AND len({v}[1]) <> len(r.token_ids[1]) "
                        f"THEN 'length_mismatch|{k} has ' || len({v}[1]) || ' values for ' || len(r.token_ids[1]) "
                        f"|| ' token ids: the response tokens may be off' END")
-    return f"list_filter([{', '.join(out)}], lambda x: x IS NOT NULL)"
+    return reports_sql(out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .rlb import RLBReader, _q
+from .rlb import RLBReader, _q, reports_sql
 from .tokens import decode_texts
 
 
@@ -50,7 +50,7 @@ class OpenInstructReader(RLBReader):
                            "'wrong_type|prompt_idx is ' || left(r.prompt_idx::VARCHAR, 40) || "
                            "', not an integer: no group' END")
         if reports:
-            ex["_reports"] = f"list_filter([{', '.join(reports)}], lambda x: x IS NOT NULL)"
+            ex["_reports"] = reports_sql(reports)
         used |= {"prompt_tokens", "request_info"}
         return schema, ex, used
 

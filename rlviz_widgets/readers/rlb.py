@@ -58,6 +58,12 @@ def json_text(v: str) -> str:
     return _text_of(f"({v})::VARCHAR")
 
 
+def reports_sql(cases: list[str]) -> str:
+    """SQL: the ``kind|message`` strings of ``cases`` (CASE expressions, NULL when fine) that are not NULL, as a
+    list: a format's own checks, read by ``_check`` from the ``_reports`` column."""
+    return f"list_filter([{', '.join(cases)}], lambda x: x IS NOT NULL)"
+
+
 def _text_of(x: str) -> str:
     """``json_text`` of a value already given as its JSON text."""
     return f"CASE WHEN starts_with({x}, '\"') THEN {x}::JSON->>'$' WHEN {x} <> 'null' THEN {x} END"
@@ -125,6 +131,7 @@ class RLBReader:
         self.columns = normalize_columns(columns)
         self.tokenizer = tokenizer
         self.file_step: int | None = None
+        self._texts: dict[str, str] | None = None  # ``_text_keys``, once known
         sig = signature(self.columns, tokenizer)
         self.name = type(self).name + (f"+{sig}" if sig else "")  # the cache key: other options, other parts
 
@@ -194,10 +201,13 @@ class RLBReader:
         return chunk.numbers[odd_values(chunk.lines, chunk.found, list(self._text_keys().values()))]
 
     def _text_keys(self) -> dict[str, str]:
-        """Text field -> the record key it is read from as it is (the transform makes any JSON value text)."""
-        _, ex, _ = self._spec(set())
-        f = self.fields()
-        return {c: f[c] for c in TEXT_FIELDS if ex.get(c) == f"r.{_q(f[c])}"}
+        """Text field -> the record key it is read from as it is (the transform makes any JSON value text).
+        Worked out once per reader: every chunk asks, twice."""
+        if self._texts is None:
+            _, ex, _ = self._spec(set())
+            f = self.fields()
+            self._texts = {c: f[c] for c in TEXT_FIELDS if ex.get(c) == f"r.{_q(f[c])}"}
+        return self._texts
 
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> tuple[pa.Table | None, list[list]]:
         problems: list[list] = []
