@@ -71,7 +71,9 @@ def _writer_pool() -> pa.MemoryPool:
 def default_cache_root() -> Path:
     """``$RLVIZ_CACHE_DIR`` or the user cache dir (e.g. ~/.cache/rlviz_widgets)."""
     env = os.environ.get("RLVIZ_CACHE_DIR")
-    return Path(env) if env else Path(platformdirs.user_cache_dir("rlviz_widgets"))
+    # absolute: a relative one would move with the working directory, and escape the check that keeps the cache
+    # out of the log folder
+    return (Path(env) if env else Path(platformdirs.user_cache_dir("rlviz_widgets"))).expanduser().resolve()
 
 
 @dataclass
@@ -135,11 +137,18 @@ class FileCache:
     def reset(self) -> FileState:
         """A state to read the file from its start. The folder's parts are retired, not deleted: other Runs (other
         threads, other kernels) may still read them until they refresh; they go after ``RETIRED_GRACE_S``."""
-        # this log's cache as earlier versions of the package wrote it is never read again: without this, every
-        # version bump would leave a full copy behind
-        for version in range(1, CACHE_VERSION):
-            shutil.rmtree(self._folder(self.dir.parent.parent, self.path, self.reader_name, version),
-                          ignore_errors=True)
+        # this log's cache as earlier versions of the package wrote it is never read again here: without this,
+        # every version bump would leave a full copy behind. Not while in use: a Run of the older version (another
+        # environment sharing the cache) may still read it; ``prune_cache`` takes it later
+        root = self.dir.parent.parent
+        old = [f for v in range(1, CACHE_VERSION) if (f := self._folder(root, self.path, self.reader_name, v)).is_dir()]
+        if old:
+            used = leases.folders_in_use(root)
+            for folder in old:
+                lock = None if folder.name in used else try_lock(root, folder)
+                if lock is not None:
+                    with lock:
+                        shutil.rmtree(folder, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         state = FileState(path=str(self.path), reader=self.reader_name, epoch=os.urandom(8).hex())
         now = time.time()
@@ -161,6 +170,22 @@ class FileCache:
 
     def part_paths(self, state: FileState) -> list[str]:
         return [str(self.dir / f"part-{p}.parquet") for p in state.parts]
+
+
+def try_lock(root: Path, folder: Path):
+    """The lock of the cache folder ``folder`` (as ``FileCache.lock`` takes it), open, if no one holds it; else
+    None (another process is building or reading it, or the cache is read-only)."""
+    try:
+        (root / "locks").mkdir(parents=True, exist_ok=True)
+        f = open(root / "locks" / f"{folder.name}.lock", "a")  # noqa: SIM115 - closed by the caller's ``with``
+    except OSError:
+        return None
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return None
+    return f
 
 
 def _head(path: Path, n: int) -> str:

@@ -9,7 +9,6 @@ A folder a live Run reads (its lease names it) or whose lock another process hol
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -39,7 +38,7 @@ def prune_cache(cache_dir: str | os.PathLike | None = None, dry_run: bool = Fals
 
 
 def _root(cache_dir) -> Path:
-    return Path(cache_dir) if cache_dir is not None else cache.default_cache_root()
+    return Path(cache_dir).expanduser().resolve() if cache_dir is not None else cache.default_cache_root()
 
 
 def _scan(root: Path, remove: bool) -> pd.DataFrame:
@@ -48,13 +47,13 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
         folders = sorted(p for p in (root / "files").iterdir() if p.is_dir())
     except OSError:  # no cache yet
         folders = []
-    used = {k.split("/", 1)[0] for k in leases.in_use(root)} if folders else set()
+    used = leases.folders_in_use(root) if folders else set()
     for folder in folders:
         log, state = _state(folder)
         row = {"log": log, "state": state, "bytes": _bytes(folder), "in_use": folder.name in used,
                "removed": False, "folder": str(folder)}
         if state != "current" and not row["in_use"]:
-            lock = _try_lock(root, folder)
+            lock = cache.try_lock(root, folder)
             if lock is None:  # another process is building or reading it
                 row["in_use"] = True
             else:
@@ -88,17 +87,3 @@ def _bytes(folder: Path) -> int:
                 pass
     return total
 
-
-def _try_lock(root: Path, folder: Path):
-    """The folder's cache lock (as ``FileCache.lock`` takes it), if no one holds it; else None."""
-    try:
-        (root / "locks").mkdir(exist_ok=True)
-        f = open(root / "locks" / f"{folder.name}.lock", "a")  # noqa: SIM115 - closed by the caller's ``with``
-    except OSError:  # a read-only cache: nothing can be removed anyway
-        return None
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        return None
-    return f

@@ -75,6 +75,11 @@ def in_use(root: Path) -> set[str]:
     return out
 
 
+def folders_in_use(root: Path) -> set[str]:
+    """The names of the cache folders (``<root>/files/<name>``) holding a part a live lease names."""
+    return {k.split("/", 1)[0] for k in in_use(root)}
+
+
 def _alive(lease: dict, mtime: float) -> bool:
     if lease.get("host") != _HOST:
         return time.time() - mtime < FOREIGN_LEASE_S

@@ -3,6 +3,7 @@ never written into the log folder."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -653,6 +654,50 @@ def test_a_rebuild_removes_this_logs_cache_from_earlier_package_versions(tmp_pat
     assert old0.name in before and old0.name not in after
     assert len(after) == 2 and len(after & before) == 1  # rank1's cache is untouched, rank0 has a new one
     assert run.n_samples == 4
+
+
+def test_a_rebuild_keeps_an_earlier_versions_cache_that_is_in_use(tmp_path, monkeypatch):
+    """The old version's folder of a log stays while a live Run of the old version reads it (its lease names
+    it: another environment sharing the cache) or while another process holds its lock; it went under both."""
+    logs = tmp_path / "logs"
+    write_log(logs, steps=2, samples_per_step=4, tokens=8, ranks=2)
+    rank0, rank1 = sorted(logs.glob("*.jsonl"))
+    cache = tmp_path / "cache"
+    old_run = rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)  # a live Run of the old version
+    rlviz_widgets.open_run(rank1, cache_dir=cache, progress=False).close()
+    old0, old1 = (cachemod.FileCache._folder(cache.resolve(), p.resolve(), "rlb", cachemod.CACHE_VERSION)
+                  for p in (rank0, rank1))
+    samples = old_run.samples
+    first = int(samples["sample_id"].iloc[0])
+    monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
+    with open(cache / "locks" / f"{old1.name}.lock", "a") as held:  # another process reads rank1's old cache
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False).n_samples == 4
+        assert rlviz_widgets.open_run(rank1, cache_dir=cache, progress=False).n_samples == 4
+    assert old0.is_dir() and old1.is_dir()
+    assert old_run.samples.equals(samples)
+    assert len(old_run.tokens([first])) == samples["n_tokens"].iloc[0] > 0  # still reads its parts
+    old_run.close()
+    assert rlviz_widgets.prune_cache(cache)["removed"].all()
+    assert not old0.exists() and not old1.exists()
+
+
+def test_a_relative_cache_dir_in_the_environment_is_made_absolute(tmp_path, monkeypatch):
+    """$RLVIZ_CACHE_DIR=logs/cache named the log folder relatively: it escaped the check that keeps the cache out
+    of the log folder (the cache was written there), and a chdir broke every query."""
+    logs = tmp_path / "logs"
+    write_log(logs, steps=2, samples_per_step=4, tokens=8, ranks=1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RLVIZ_CACHE_DIR", "logs/cache")
+    with pytest.raises(ValueError, match="inside the log folder"):
+        rlviz_widgets.open_run("logs", progress=False)
+    assert not (logs / "cache").exists()
+    monkeypatch.setenv("RLVIZ_CACHE_DIR", "cache")
+    run = rlviz_widgets.open_run("logs", progress=False)
+    assert run.cache_root == tmp_path / "cache"
+    monkeypatch.chdir(logs)
+    first = run.samples.iloc[0]
+    assert len(run.samples) == 8 and len(run.tokens(first["sample_id"])) == first["n_tokens"] > 0
 
 
 def test_a_cursor_kept_across_a_refresh_reads_the_new_tokens(tmp_path):
