@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cache_usage or args.prune_cache:
         return _cache_report(args)
-    sources = args.logs or [str(p) for p in demo_sources()]
+    sources = args.logs or [str(p) for p in demo_sources(args.cache_dir)]
     for src in sources:
         t = time.perf_counter()
         run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end)

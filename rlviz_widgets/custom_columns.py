@@ -29,9 +29,14 @@ STORED_PREFIX = "x_"
 FIRST_LINES = b"rlviz.first_lines"  # Arrow metadata of a parsed table: custom key -> first line with a value
 
 
+def plain_column(key: str) -> str:
+    """A custom field's key as a column name: letters and digits kept, the rest ``_``."""
+    return _SAFE.sub("_", key).strip("_") or "field"
+
+
 def extra_column(key: str) -> str:
     """The samples column a custom scalar field lands in, unless another field took that name first."""
-    name = _SAFE.sub("_", key).strip("_") or "field"
+    name = plain_column(key)
     return name + "_" if name.lower() in RESERVED else name
 
 

@@ -26,6 +26,8 @@ def demo_grpo_log(folder: str | Path | None = None) -> Path:
     return folder
 
 
-def demo_sources() -> list[Path]:
-    """The bundled real sample-level log and the generated token-level one."""
-    return [DATA / "rlb_eval_poem_task.jsonl", demo_log()]
+def demo_sources(cache_dir: str | Path | None = None) -> list[Path]:
+    """The bundled real sample-level log and the generated token-level one (written under ``cache_dir``, if
+    given, else the default cache dir)."""
+    folder = Path(cache_dir).expanduser() / "demo-logs" / "ppo-run" if cache_dir else None
+    return [DATA / "rlb_eval_poem_task.jsonl", demo_log(folder)]

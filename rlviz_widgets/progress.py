@@ -23,7 +23,11 @@ class Progress:
     def file_done(self) -> None:
         self.done_files += 1
         if self.bar is not None:
-            self.bar.set_postfix_str(f"files {self.done_files}/{self.files}", refresh=False)
+            # redrawn with the bytes (not per file: many small files), and once all are done if the bar is up
+            # (a forced redraw would show a bar its delay keeps hidden)
+            shown = getattr(self.bar, "last_print_t", 0) >= getattr(self.bar, "start_t", 0) + self.bar.delay
+            self.bar.set_postfix_str(f"files {self.done_files}/{self.files}",
+                                     refresh=shown and self.done_files == self.files)
 
     def close(self) -> None:
         if self.bar is not None:

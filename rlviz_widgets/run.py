@@ -21,7 +21,7 @@ import pandas as pd
 from . import cache as cachemod
 from . import file_numbers, leases, token_store
 from . import problems as problemsmod
-from .custom_columns import column_names, extra_column, load_names, save_names, stored_column
+from .custom_columns import column_names, extra_column, load_names, plain_column, save_names, stored_column
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
@@ -343,11 +343,22 @@ class Run:
         return [c for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self._states.values())]
 
     def _renamed(self, names: dict[str, str] | None = None) -> list[Problem]:
-        """A custom field whose column is not its cleaned name (another field has that): where it first is."""
+        """A custom field whose column is not its cleaned name (a column of the run's own, or another field, has
+        that): where it first is."""
         names = self._names(names)
-        return [Problem(st.path, line, "renamed_field", f"field {problemsmod.short(key)!r} is kept as column "
-                                                        f"{names[key]} (its plain name is, or was, another field's)")
-                for st in self._states.values() for key, line in st.columns if names[key] != extra_column(key)]
+        out = []
+        for st in self._states.values():
+            for key, line in st.columns:
+                plain = plain_column(key)
+                if names[key] != extra_column(key):
+                    why = "its plain name is, or was, another field's"
+                elif extra_column(key) != plain:
+                    why = f"the run has a column {plain.lower()} of its own"
+                else:
+                    continue
+                out.append(Problem(st.path, line, "renamed_field",
+                                   f"field {problemsmod.short(key)!r} is kept as column {names[key]} ({why})"))
+        return out
 
     def _samples_sql(self, parts: list[tuple[int, str]], where: str = "",
                      lines: dict[int, list[int]] | None = None, names: dict[str, str] | None = None) -> str:

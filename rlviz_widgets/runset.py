@@ -18,7 +18,12 @@ from .run import Run, _connect_in_background, _lit, _settle, open_run
 
 
 class RunSet(Run):
-    """Runs by name, e.g. ``RunSet({"baseline": run_a, "kl0.05": run_b})``; every frame gains a ``run`` column."""
+    """Runs by name, e.g. ``RunSet({"baseline": run_a, "kl0.05": run_b})``, as one run.
+
+    ``samples`` and ``rows()`` gain a ``run`` column, and ``run_steps`` is each run's ``steps`` with one. The
+    other frames pool the runs: ``steps`` and the histograms take every run's samples of a step together
+    (``histograms(..., by=("run",))`` splits them), ``tokens()``, ``files`` and ``problems`` are the runs'
+    together (sample ids and files are each one run's: ``samples`` says which)."""
 
     def __init__(self, runs: dict[str, Run]):  # not super().__init__: that would open logs again
         if not runs:

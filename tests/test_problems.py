@@ -291,6 +291,22 @@ def test_keys_found_after_any_whitespace_and_colliding_names_kept(tmp_path, cach
     assert "'a-b'" in run.problems["message"].iloc[0]
 
 
+def test_a_field_named_like_a_column_of_the_runs_own_is_kept_and_reported(tmp_path, cache_dir):
+    """A record's own ``kl_mean``, ``file`` or ``Reward`` was kept as ``kl_mean_``, ``file_``, ``Reward_`` without a
+    word: a user reading ``kl_mean`` got the run's per-token KL mean, not their field. Each is now reported once,
+    where it first is, naming the column it is kept as."""
+    own = {"kl_mean": 7.0, "file": "a.txt", "Reward": 2.5}
+    f = write_lines(tmp_path / "logs" / "x.jsonl", [rec(0, 0), rec(0, 1, own), rec(0, 2, {"kl_mean": 8.0})])
+    run, _ = open_recording(f, cache_dir)
+    s = run.samples.sort_values("line")
+    assert s["kl_mean_"].tolist()[1:] == [7.0, 8.0] and s["file_"].iloc[1] == "a.txt" and s["Reward_"].iloc[1] == 2.5
+    assert located(run) == {(str(f.resolve()), 2, "renamed_field")}
+    messages = sorted(run.problems["message"])
+    assert len(messages) == 3
+    assert "'kl_mean' is kept as column kl_mean_ (the run has a column kl_mean of its own)" in messages[2]
+    assert "'Reward' is kept as column Reward_ (the run has a column reward of its own)" in messages[0]
+
+
 def test_a_custom_field_keeps_its_column_across_refreshes_files_and_runs(tmp_path, cache_dir):
     """Colliding names were settled per chunk of lines: "a-b" was column a_b_<hash> beside "a b" in one refresh's
     lines and a_b in the next one's (merged into "a b"'s values); "Hit" alone in a second file was merged into

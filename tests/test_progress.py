@@ -19,6 +19,7 @@ def test_a_slow_open_shows_files_and_bytes(tmp_path, capsys, monkeypatch):
     rw.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache")
     err = capsys.readouterr().err
     assert "reading logs" in err and "files 0/2" in err and "/40.9k" in err  # bytes of 2 files, files done
+    assert "files 2/2" in err  # the last file shown done too (it said 1/2 to the end)
 
 
 def test_a_fast_open_prints_nothing(tmp_path, capsys):

@@ -1,0 +1,24 @@
+"""``python -m rlviz_widgets``: a summary of each log given, or of the demo runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_the_demo_run_goes_under_the_cache_dir_given(tmp_path):
+    """With no logs and ``--cache-dir DIR``, the generated demo run is written under DIR: it went to the user cache
+    dir whatever was given."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k not in ("RLVIZ_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    out = subprocess.run([sys.executable, "-m", "rlviz_widgets", "--cache-dir", str(cache)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "3000 samples over 24 steps" in out.stdout and "2560 samples over 40 steps" in out.stdout
+    assert sorted(p.name for p in (cache / "demo-logs" / "ppo-run").glob("*.jsonl")) == \
+        ["rollout_rank0.jsonl", "rollout_rank1.jsonl"]
+    assert not home.exists()  # nothing written to the user cache dir
