@@ -148,7 +148,8 @@ class FileCache:
                 lock = None if folder.name in used else try_lock(root, folder)
                 if lock is not None:
                     with lock:
-                        shutil.rmtree(folder, ignore_errors=True)
+                        if folder.name not in leases.folders_in_use(root):  # nor leased since the first look
+                            shutil.rmtree(folder, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         state = FileState(path=str(self.path), reader=self.reader_name, epoch=os.urandom(8).hex())
         now = time.time()
@@ -221,7 +222,11 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
             grew = _open_tail_end(cache.path, state.consumed) is not None
         if grew or (state.consumed == 0 and st.st_size >= state.size):
             return state, st.st_size - state.consumed
-    state = cache.reset()
+    if st.st_size == 0 and state is None and not cache.dir.exists():
+        # nothing to read and nothing cached: no folder is made (one without a state would look like a leftover)
+        state = FileState(path=str(cache.path), reader=cache.reader_name, epoch=os.urandom(8).hex())
+    else:
+        state = cache.reset()
     if st.st_size == 0:  # never read (nothing to read): reported on every open while empty
         state.problems.append([0, "empty_file", "the file is empty (line 0: the file as a whole)"])
     return state, st.st_size
@@ -256,7 +261,11 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
         with db.cursor() as cur, ThreadPoolExecutor(1) as writer:
             for i, ((cache, state), r) in enumerate(zip(jobs, bound)):
                 if getattr(r, "whole_file", False):
-                    out[i] = _update_whole(cur, cache, state, r, on_bytes, writer)
+                    try:
+                        out[i] = _update_whole(cur, cache, state, r, on_bytes, writer)
+                    except FileNotFoundError:  # gone meanwhile: the caller looks again
+                        _mark_stale(state)
+                        out[i] = (state, [])
                     on_file_done()
             writes: list = []
             unfinished = list(lines)  # files whose last chunk may still come, in reading order
@@ -454,21 +463,24 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
     for n, (i, (cache, state)) in enumerate(zip(ids, jobs)):
         start = state.consumed
         seen[i] = _Seen(start, state.head, start)
-        if state.open_tail:  # the line we took without a newline may now be finished by one ("\r\n" too)
-            end = _open_tail_end(cache.path, start)
-            if end is None:  # it was continued since the plan: the file is read again from its start
-                seen[i].head = ""  # (marked stale at its end: "" matches no hash)
-                continue
-            if end:
-                start, state.open_tail = end, False
-                seen[i].start = start
-            state.consumed = start
-        last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
-        stop = os.stat(cache.path).st_size
-        for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first, pool=pool,
-                                            also_find=also_find, last_chunk_bytes=last, stop=stop):
-            yield i, chunk
-            first = None
+        try:
+            if state.open_tail:  # the line we took without a newline may now be finished by one ("\r\n" too)
+                end = _open_tail_end(cache.path, start)
+                if end is None:  # it was continued since the plan: the file is read again from its start
+                    seen[i].head = ""  # (marked stale at its end: "" matches no hash)
+                    continue
+                if end:
+                    start, state.open_tail = end, False
+                    seen[i].start = start
+                state.consumed = start
+            last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
+            stop = os.stat(cache.path).st_size
+            for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first,
+                                                pool=pool, also_find=also_find, last_chunk_bytes=last, stop=stop):
+                yield i, chunk
+                first = None
+        except FileNotFoundError:  # gone meanwhile (a job restarting): marked stale at its end (``_finish``)
+            continue
 
 
 def _update_whole(con, cache: FileCache, state: FileState, reader, on_bytes, writer) -> tuple[FileState, list]:
@@ -490,11 +502,15 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
     A file rewritten while it was read (a job restarted) is marked ``stale`` (size -1, no hashes): what was
     read may mix both contents, so the caller reads it again from its start."""
     path = cache.path
-    st = os.stat(path)
     pending: list[Problem] = []
-    with open(path, "rb") as f:  # what lies after the complete lines read, as of this size
-        f.seek(state.consumed)
-        rest = f.read(max(st.st_size - state.consumed, 0))
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:  # what lies after the complete lines read, as of this size
+            f.seek(state.consumed)
+            rest = f.read(max(st.st_size - state.consumed, 0))
+    except FileNotFoundError:  # gone while it was read: what was read may not be all (the caller looks again)
+        _mark_stale(state)
+        return pending
     if b"\n" in rest or (state.open_tail and rest.strip()) or st.st_size < state.consumed:
         # the job wrote more lines after the reading stopped (or cut the file): left for the next refresh,
         # which finds the file grown (or changed) past what is recorded as read
@@ -526,10 +542,17 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
 
 def _seal(path: Path, state: FileState, seen: _Seen) -> None:
     """The hashes of a file read, if it still holds what was read; else it is marked stale (``is_stale``)."""
-    if seen.still_there(path, state.consumed):
-        _hash_ends(path, state)
-    else:
-        state.size, state.mtime_ns, state.head, state.tail = -1, 0, "", ""
+    try:
+        if seen.still_there(path, state.consumed):
+            _hash_ends(path, state)
+            return
+    except FileNotFoundError:
+        pass
+    _mark_stale(state)
+
+
+def _mark_stale(state: FileState) -> None:
+    state.size, state.mtime_ns, state.head, state.tail = -1, 0, "", ""
 
 
 def is_stale(state: FileState) -> bool:

@@ -58,7 +58,11 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
                 row["in_use"] = True
             else:
                 with lock:
-                    if remove:
+                    # looked at again under the lock: a process may have built the folder (or made its log
+                    # current again) and leased it between the first look and the lock
+                    row["log"], row["state"] = _state(folder)
+                    row["in_use"] = folder.name in leases.folders_in_use(root)
+                    if remove and row["state"] != "current" and not row["in_use"]:
                         shutil.rmtree(folder, ignore_errors=True)
                         row["removed"] = not folder.exists()
         rows.append(row)

@@ -137,6 +137,14 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
                cache_dir=cache_dir, progress=progress)
 
 
+def _plan(cache: cachemod.FileCache) -> tuple[cachemod.FileState, int] | None:
+    """``cache.plan``, or None for a file gone since it was listed (a job restarting deletes and writes it anew)."""
+    try:
+        return cachemod.plan(cache)
+    except FileNotFoundError:
+        return None
+
+
 class Run:
     """A training run's rollout logs as lazy log frames (pandas out, DuckDB inside)."""
 
@@ -198,7 +206,9 @@ class Run:
             with self._writable_cache():
                 self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
         caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
-        plans = [cachemod.plan(c) for c in caches]
+        plans = [_plan(c) for c in caches]
+        gone = {str(c.path) for c, p in zip(caches, plans) if p is None}  # since listed (a job restarting)
+        caches, plans = [c for c, p in zip(caches, plans) if p], [p for p in plans if p]
         busy = [i for i, (_, n) in enumerate(plans) if n]
         old_pending = self._pending
         renamed = set(self._renamed())
@@ -207,7 +217,9 @@ class Run:
         # waited for, and what it read is not read again)
         with self._writable_cache(), cachemod.locked([caches[i] for i in busy]):
             for i in busy:
-                plans[i] = cachemod.plan(caches[i])
+                plans[i] = _plan(caches[i]) or (plans[i][0], 0)
+                if plans[i][1] == 0 and not os.path.exists(caches[i].path):
+                    gone.add(str(caches[i].path))
             todo = sum(n for _, n in plans)
             bar = Progress(todo, sum(1 for _, n in plans if n), enabled=self._progress and _first)
             try:
@@ -219,7 +231,9 @@ class Run:
                     stale = [c for (c, _), (st, _) in zip(todo_jobs, results) if cachemod.is_stale(st)]
                     if not stale:
                         break
-                    todo_jobs = [(c, cachemod.plan(c)[0]) for c in stale]
+                    again = [(c, _plan(c)) for c in stale]
+                    gone |= {str(c.path) for c, p in again if p is None}
+                    todo_jobs = [(c, p[0]) for c, p in again if p is not None]
                     results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
                                                     bar.file_done)
                     updated.update({str(c.path): (r, 0) for (c, _), r in zip(todo_jobs, results)})
@@ -230,8 +244,22 @@ class Run:
         # new dicts, swapped in whole: queries in other threads iterate the old ones meanwhile
         states, file_caches = dict(self._states), dict(self._caches)
         for c, (state, n) in zip(caches, plans):
+            if str(c.path) in gone:
+                continue
             if n:
                 (state, p), before = updated[str(c.path)]
+                if cachemod.is_stale(state):  # rewritten during every read: what was read may mix two contents
+                    old = self._states.get(str(c.path))
+                    pending.append(Problem(state.path, 0, "changing_file", (
+                        "the file changed each time it was read (a job rewriting it?): "
+                        + ("its samples are as read before" if old else "its samples are left out")
+                        + " until it settles (line 0: the file as a whole)")))
+                    if old is None:
+                        states.pop(str(c.path), None)
+                        continue
+                    state, c = old, self._caches[str(c.path)]
+                    states[str(c.path)] = state
+                    continue
                 old = self._states.get(str(c.path))
                 # read, but maybe only blanks: a change if it gave records or problems, or was read afresh
                 changed = (changed or old is None or (old.epoch, old.records) != (state.epoch, state.records)
@@ -251,7 +279,7 @@ class Run:
             states[str(c.path)] = state
             file_caches[str(c.path)] = c
         cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n])
-        present = {str(c.path) for c in caches}
+        present = {str(c.path) for c in caches} - gone
         for path in [p for p in states if p not in present]:  # deleted (or renamed) since the last read
             del states[path], file_caches[path]
             changed = True
@@ -282,10 +310,13 @@ class Run:
                                   "cache_dir= or set $RLVIZ_CACHE_DIR to a folder you can write") from e
 
     def _pending_for(self, state: cachemod.FileState) -> list[Problem]:
-        with open(state.path, "rb") as f:  # blanks after the last newline are no line (as the first read found)
-            f.seek(state.consumed)
-            if not f.read(min(state.size - state.consumed, 1 << 16)).strip():
-                return []
+        try:
+            with open(state.path, "rb") as f:  # blanks after the last newline are no line (as the first read found)
+                f.seek(state.consumed)
+                if not f.read(min(state.size - state.consumed, 1 << 16)).strip():
+                    return []
+        except FileNotFoundError:  # gone since it was planned: the next refresh says so
+            return []
         return [Problem(state.path, state.lines + 1, "incomplete_last_line",
                         f"{state.size - state.consumed} bytes without a newline (a job still writing?): "
                         "skipped until the line is complete")]

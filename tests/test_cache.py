@@ -296,6 +296,100 @@ def test_log_rewritten_while_a_refresh_reads_it(tmp_path, open_run, monkeypatch,
     assert_same_as_fresh(run, folder, tmp_path)
 
 
+def test_a_log_rewritten_during_every_read_is_not_shown_mixed(tmp_path, open_run, monkeypatch):
+    """A job rewriting its log again and again, faster than it is read: after the last try, the run showed what
+    the last read got (lines of two contents, and problems of neither). Now the file keeps the samples it had
+    (or, never read whole, has none) and one ``changing_file`` problem says so, until a read finds it settled."""
+    folder = tmp_path / "logs"
+    f = write_lines(folder / "rank0.jsonl", [dict(r, epoch=0) for r in records(step=0, n=20)])
+    g = write_lines(folder / "rank1.jsonl", records(step=0, n=4, seed=9))
+    run = open_run(folder)
+    before = run.samples
+    real = cachemod.linereader.read_chunks
+    version = iter(range(1, 100))
+
+    def rewritten(path, *a, **kw):
+        if Path(path) != f.resolve():
+            yield from real(path, *a, **kw)
+            return
+        e = next(version)  # each read sees another content: a half of one, then the file is rewritten
+        f.write_text("".join(json.dumps(dict(r, epoch=e)) + "\n" for r in records(step=0, n=20 + e, seed=e)))
+        for chunk in real(path, *a, **kw):
+            yield chunk
+            f.write_text("".join(json.dumps(dict(r, epoch=-e)) + "\n" for r in records(step=1, n=20 + e)))
+
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", rewritten)
+    for path in (f, g):  # both grew: each is read; the other rank as usual
+        with open(path, "a") as fh:
+            fh.write(json.dumps(records(step=1, n=1, seed=10)[0]) + "\n")
+    with pytest.warns(LogWarning, match="changing file"):
+        assert run.refresh() is True
+    after = run.samples
+    assert after[after["file"] == str(f.resolve())].equals(before[before["file"] == str(f.resolve())])
+    assert len(after[after["file"] == str(g.resolve())]) == 5
+    assert run.problems[["file", "line", "kind"]].values.tolist() == [[str(f.resolve()), 0, "changing_file"]]
+    assert "as read before" in run.problems["message"][0]
+    # opened afresh meanwhile: the file is left out, and said so
+    fresh = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "other_cache", progress=False)
+    assert str(f.resolve()) not in set(fresh.samples["file"]) and len(fresh.samples) == 5
+    assert fresh.problems["kind"].tolist() == ["changing_file"] and "left out" in fresh.problems["message"][0]
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", real)  # the job is done: the next read finds it settled
+    for r in (run, fresh):
+        assert r.refresh() is True
+        assert r.problems.empty and len(set(r.samples[r.samples["file"] == str(f.resolve())]["epoch"])) == 1
+    assert_same_as_fresh(run, folder, tmp_path)
+    assert_same_as_fresh(fresh, folder, tmp_path, name="fresh_cache_2")
+
+
+@pytest.mark.parametrize("when", ["listed", "planned", "read"])
+def test_a_log_deleted_during_a_refresh_leaves_the_run(tmp_path, open_run, monkeypatch, when):
+    """A job restarting deletes its log and writes it anew: deleted after the folder was listed, after the file's
+    plan, or while it was read, the refresh raised FileNotFoundError. Now the file leaves the run (said so), and
+    the next refresh reads it when it is back."""
+    folder = tmp_path / "logs"
+    f = write_lines(folder / "rank0.jsonl", records(step=0, n=6))
+    write_lines(folder / "rank1.jsonl", records(step=0, n=3, seed=9))
+    run = open_run(folder)
+    with open(f, "a") as fh:
+        fh.write(json.dumps(records(step=1, n=1)[0]) + "\n")
+    back = f.read_bytes()
+    if when == "listed":
+        real_plan = cachemod.plan
+
+        def plan(cache, *a, **kw):
+            if cache.path == f.resolve():
+                f.unlink(missing_ok=True)
+            return real_plan(cache, *a, **kw)
+
+        monkeypatch.setattr(cachemod, "plan", plan)
+    elif when == "planned":
+        real_update = cachemod.update_files
+
+        def update(*a, **kw):
+            f.unlink(missing_ok=True)
+            return real_update(*a, **kw)
+
+        monkeypatch.setattr(cachemod, "update_files", update)
+    else:
+        real_read = cachemod.linereader.read_chunks
+
+        def read(path, *a, **kw):
+            for chunk in real_read(path, *a, **kw):
+                yield chunk
+                if Path(path) == f.resolve():
+                    f.unlink(missing_ok=True)
+
+        monkeypatch.setattr(cachemod.linereader, "read_chunks", read)
+    with pytest.warns(LogWarning, match="file removed"):
+        assert run.refresh() is True
+    assert set(run.samples["file"]) == {str((folder / "rank1.jsonl").resolve())} and run.problems.empty
+    monkeypatch.undo()
+    f.write_bytes(back)
+    assert run.refresh() is True
+    assert len(run.samples) == 10
+    assert_same_as_fresh(run, folder, tmp_path)
+
+
 def test_refresh_reads_up_to_the_size_it_saw(tmp_path, open_run, monkeypatch, spy):
     """A refresh stops where the file ended when it began reading: one that followed a job still appending read
     on for as long as the job wrote (a small part per read). The lines written meanwhile are the next one's."""

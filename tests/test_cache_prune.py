@@ -13,6 +13,7 @@ from conftest import ROOT, folder_fingerprint, write_lines
 
 import rlviz_widgets
 from rlviz_widgets import cache as cachemod
+from rlviz_widgets import cache_prune
 from rlviz_widgets.synth import make_record
 
 
@@ -83,6 +84,39 @@ def test_old_versions_and_unreadable_folders_go_unless_locked(tmp_path, monkeypa
     assert busy.exists() and not stray.exists()
     assert pruned.set_index("folder").loc[str(busy), "in_use"]
     assert len(_open(a, cache).samples) == 3  # rebuilt under the new version
+
+
+def test_prune_looks_again_under_the_lock(tmp_path, monkeypatch):
+    """Prune saw a folder without a state (an open had just made it) as a leftover, waited for its lock while the
+    open built and leased it, then deleted it under the live Run. It now looks again once it holds the lock."""
+    a, _, cache = _two_logs(tmp_path)
+    folder = cachemod.FileCache(cache.resolve(), a.resolve(), "rlb").dir
+    folder.mkdir(parents=True)  # as the open makes it, before its lock
+    held = []
+    real_bytes = cache_prune._bytes
+
+    def open_meanwhile(f):  # between prune's first look and its lock: the open builds and leases the folder
+        held.append(_open(a, cache))
+        return real_bytes(f)
+
+    monkeypatch.setattr(cache_prune, "_bytes", open_meanwhile)
+    pruned = rlviz_widgets.prune_cache(cache)
+    assert pruned.empty and folder.is_dir()  # current now: not listed, not removed
+    run = held[0]
+    assert len(run.tokens(run.samples["sample_id"])) > 0
+
+
+def test_an_empty_log_makes_no_cache_folder(tmp_path):
+    """An empty rank file got a cache folder without a state, listed as ``unreadable`` (a leftover) though its log
+    is there and current."""
+    a, _, cache = _two_logs(tmp_path)
+    empty = a.parent / "r1.jsonl"
+    empty.write_text("")
+    assert len(_open(a.parent, cache).samples) == 3
+    assert rlviz_widgets.cache_usage(cache)["state"].tolist() == ["current"]
+    empty.write_text(a.read_text())  # it fills up: read as any log
+    assert len(_open(a.parent, cache).samples) == 6
+    assert rlviz_widgets.cache_usage(cache)["state"].tolist() == ["current", "current"]
 
 
 def test_no_cache_yet_lists_nothing(tmp_path):
