@@ -52,6 +52,9 @@ from .token_store import TOKEN_COLUMNS
 CACHE_VERSION = 21
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
+# a read is checked at its end against samples of what it read, at most SAMPLES (this many small reads cost ~1 ms),
+# at least SAMPLE_EVERY bytes apart
+SAMPLES, SAMPLE_EVERY, SAMPLE_BYTES = 256, 4096, 32
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
 COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
 RETIRED_GRACE_S = 600.0  # parts merged away are deleted this long after: queries begun on them end first
@@ -436,20 +439,28 @@ class _Seen:
     before: int  # the bytes read before
     first: bytes = b""  # the first bytes read (up to HEAD_BYTES)
     last: bytes = b""  # the last bytes read (up to HEAD_BYTES)
+    pos: int = -1  # where the next bytes read lie (-1: at ``start``)
+    every: int = 0  # a sample of the bytes read is kept at each multiple of this offset (0: none)
+    samples: list = field(default_factory=list)  # [(offset, bytes)]
 
     def add(self, data) -> None:
         if len(self.first) < HEAD_BYTES:
             self.first += bytes(data[:HEAD_BYTES - len(self.first)])
         self.last = (self.last + bytes(data[-HEAD_BYTES:]))[-HEAD_BYTES:]
+        pos = self.start if self.pos < 0 else self.pos
+        if self.every:
+            for at in range(-(-pos // self.every) * self.every, pos + len(data), self.every):
+                self.samples.append((at, bytes(data[at - pos:at - pos + SAMPLE_BYTES])))
+        self.pos = pos + len(data)
 
     def still_there(self, path: Path, end: int) -> bool:
-        """Whether the file still holds, where they were, the bytes read up to ``end``."""
+        """Whether the file still holds, where they were, the bytes read up to ``end``: its ends, and samples
+        spread over it (a file rewritten during the read, then back as it was at both ends, mixed two contents)."""
         with open(path, "rb") as f:
             if self.before and hashlib.sha1(f.read(min(self.before, HEAD_BYTES))).hexdigest() != self.head:
                 return False
-            for at, data in ((self.start, self.first), (end - len(self.last), self.last)):
-                f.seek(at)
-                if f.read(len(data)) != data:
+            for at, data in ((self.start, self.first), (end - len(self.last), self.last), *self.samples):
+                if os.pread(f.fileno(), len(data), at) != data:
                     return False
         return True
 
@@ -475,6 +486,7 @@ def _chunks(jobs: list[tuple[FileCache, FileState]], ids: list[int], pool: liner
                 state.consumed = start
             last = linereader.LAST_CHUNK_BYTES if n == len(jobs) - 1 else None
             stop = os.stat(cache.path).st_size
+            seen[i].every = max(SAMPLE_EVERY, (stop - start) // SAMPLES)
             for chunk in linereader.read_chunks(cache.path, start, state.lines + 1, first_chunk_bytes=first,
                                                 pool=pool, also_find=also_find, last_chunk_bytes=last, stop=stop):
                 yield i, chunk

@@ -341,6 +341,34 @@ def test_a_log_rewritten_during_every_read_is_not_shown_mixed(tmp_path, open_run
     assert_same_as_fresh(fresh, folder, tmp_path, name="fresh_cache_2")
 
 
+def test_a_log_rewritten_and_back_during_a_read_is_read_again(tmp_path, open_run, monkeypatch):
+    """A job rewrote its log while it was read (other records), then wrote it back as it was: the read held lines
+    of both (and broken ones where they met), and its ends, all that was checked, matched the file. Samples of
+    what was read, spread over it, are now checked too: the file is read again."""
+    monkeypatch.setattr(cachemod.linereader, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(cachemod.linereader, "FIRST_CHUNK_BYTES", 8192)
+    folder = tmp_path / "logs"
+    a = "".join(json.dumps(dict(r, reward=1.0)) + "\n" for r in records(step=0, n=60))
+    b = "".join(json.dumps(dict(r, reward=2.0)) + "\n" for r in records(step=0, n=60, seed=8))
+    f = folder / "rank0.jsonl"
+    folder.mkdir()
+    f.write_text(a)
+    real = cachemod.linereader.read_chunks
+    reads = []
+
+    def aba(path, *args, **kw):
+        reads.append(path)
+        for k, chunk in enumerate(real(path, *args, **kw)):
+            yield chunk
+            if len(reads) == 1 and k in (1, 2):  # the first read only: B after its 2nd chunk, A again after its 3rd
+                f.write_text(b if k == 1 else a)
+
+    monkeypatch.setattr(cachemod.linereader, "read_chunks", aba)
+    run = open_run(folder)
+    assert len(reads) == 2  # read again
+    assert run.samples["reward"].tolist() == [1.0] * 60 and run.problems.empty
+
+
 @pytest.mark.parametrize("when", ["listed", "planned", "read"])
 def test_a_log_deleted_during_a_refresh_leaves_the_run(tmp_path, open_run, monkeypatch, when):
     """A job restarting deletes its log and writes it anew: deleted after the folder was listed, after the file's
