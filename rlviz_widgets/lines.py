@@ -134,6 +134,9 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                     pool.release(buf)
                 if not read:
                     return
+                # a line longer than the reads so far: the next read is twice as big, so a line of n bytes
+                # costs O(n) copies and scans in all (at a fixed size it cost O(n^2): minutes for 400 MB)
+                want = max(2 * want, chunk_bytes)
                 continue
             nl = int(ends[-1])
             carry = buf[nl + 1:size].tobytes()

@@ -28,7 +28,7 @@ from .progress import Progress
 from .readers import READERS
 from .readers.detect import detect
 from .readers.rlb import DEFAULT_PAD_TOKEN
-from .sources import resolve, source_folders, source_key
+from .sources import NoLogsError, absolute, resolve, source_folders, source_key
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
 STAT_COLUMNS = {  # steps frame: output prefix -> samples column
@@ -137,11 +137,18 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
                cache_dir=cache_dir, progress=progress)
 
 
-def _plan(cache: cachemod.FileCache) -> tuple[cachemod.FileState, int] | None:
-    """``cache.plan``, or None for a file gone since it was listed (a job restarting deletes and writes it anew)."""
+def _plan(cache: cachemod.FileCache, unreadable: dict[str, str] | None = None) -> tuple[cachemod.FileState, int] | None:
+    """``cache.plan``, or None for a file gone since it was listed (a job restarting deletes and writes it anew)
+    or that cannot be read (added to ``unreadable``: path -> why)."""
     try:
+        with open(cache.path, "rb"):  # readable at all (a file of another user's, mode 000): else skipped, said so
+            pass
         return cachemod.plan(cache)
     except FileNotFoundError:
+        return None
+    except OSError as e:
+        if unreadable is not None:
+            unreadable[str(cache.path)] = e.strerror or type(e).__name__
         return None
 
 
@@ -162,25 +169,28 @@ class Run:
 
     def _open(self, source, format, columns, tokenizer, pad_token, system_prompt_end, max_samples_per_step, steps,
               cache_dir, progress) -> None:
+        self.source = source = absolute(source)
         if format == "auto":
             format = detect(source, columns)
         if format not in READERS:
             raise ValueError(f"unknown format {format!r}; known: auto, {', '.join(READERS)}")
         if max_samples_per_step is not None and max_samples_per_step < 1:
             raise ValueError("max_samples_per_step must be at least 1")
-        self.source = source
         self.format = format
         self.pad_token = pad_token or None
         self.system_prompt_end = system_prompt_end or None
         self.max_samples_per_step = max_samples_per_step
         self.step_range = tuple(steps) if steps is not None else (None, None)
         self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
+        if self.cache_root.exists() and not self.cache_root.is_dir():
+            raise NotADirectoryError(f"the cache dir {self.cache_root} is a file: pass cache_dir= a folder")
         self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
         self._progress = progress
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
         self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
+        self._removed: dict[str, Problem] = {}  # files gone since read (said in ``problems`` until they are back)
         # custom field key -> its samples column: kept while open, and for the next open of the same logs
         self._names_file = self.cache_root / "column_names" / (hashlib.sha1(
             f"{self._reader.name}\n{source_key(source)}".encode()).hexdigest()[:20] + ".json")
@@ -200,13 +210,19 @@ class Run:
         """Read what was appended or added since the last read; True if anything changed."""
         reader = self._reader
         what = f"{self.format} files: {reader.file_pattern}" if reader.file_pattern else ""
-        files = resolve(self.source, reader.suffixes, reader.accepts, what)
+        found: list[tuple[str, str, str]] = []  # what the folders hold but cannot be read
+        files = resolve(self.source, reader.suffixes, reader.accepts, what, found)
         self._check_cache_location(files)
         if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
             with self._writable_cache():
                 self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
         caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
-        plans = [_plan(c) for c in caches]
+        unreadable: dict[str, str] = {}
+        plans = [_plan(c, unreadable) for c in caches]
+        if _first and unreadable and len(unreadable) == len(files):  # nothing to show: say why at once
+            path, why = next(iter(unreadable.items()))
+            raise NoLogsError(f"no log file can be read: {path} ({why})"
+                              + (f" and {len(files) - 1} more" if len(files) > 1 else ""))
         gone = {str(c.path) for c, p in zip(caches, plans) if p is None}  # since listed (a job restarting)
         caches, plans = [c for c, p in zip(caches, plans) if p], [p for p in plans if p]
         busy = [i for i, (_, n) in enumerate(plans) if n]
@@ -239,7 +255,10 @@ class Run:
                     updated.update({str(c.path): (r, 0) for (c, _), r in zip(todo_jobs, results)})
             finally:
                 bar.close()
-        pending: list[Problem] = []
+        pending = [Problem(path, 0, kind, message + " (line 0: the file as a whole)") for path, kind, message in found]
+        pending += [Problem(path, 0, "unreadable_file", f"the file cannot be read ({why}): its samples are "
+                            + ("as read before" if path in self._states else "left out"))
+                    for path, why in unreadable.items()]
         new_problems: list[Problem] = []
         # new dicts, swapped in whole: queries in other threads iterate the old ones meanwhile
         states, file_caches = dict(self._states), dict(self._caches)
@@ -279,13 +298,16 @@ class Run:
             states[str(c.path)] = state
             file_caches[str(c.path)] = c
         cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n])
-        present = {str(c.path) for c in caches} - gone
+        # a file that cannot be read now keeps what was read of it before, if anything
+        present = ({str(c.path) for c in caches} - gone) | set(unreadable)
+        removed = {p: q for p, q in self._removed.items() if p not in present}  # back: no longer said
         for path in [p for p in states if p not in present]:  # deleted (or renamed) since the last read
             del states[path], file_caches[path]
             changed = True
-            new_problems.append(Problem(path, 0, "file_removed", "the file is gone: its samples left the run "
-                                                                 "(line 0: the file as a whole)"))
-        self._states, self._caches, self._pending = states, file_caches, pending
+            removed[path] = Problem(path, 0, "file_removed", "the file is gone: its samples left the run "
+                                                             "(line 0: the file as a whole)")
+            new_problems.append(removed[path])
+        self._states, self._caches, self._pending, self._removed = states, file_caches, pending, removed
         new_problems += [p for p in self._renamed() if p not in renamed]
         # an unfinished last line that appeared or went is news too (not its byte count growing: no rebuild)
         moved = {(p.file, p.line) for p in pending} != {(p.file, p.line) for p in old_pending}
@@ -306,6 +328,9 @@ class Run:
         try:
             yield
         except PermissionError as e:
+            where = Path(os.path.abspath(e.filename)) if e.filename is not None else self.cache_root
+            if where != self.cache_root and self.cache_root not in where.parents:
+                raise  # not the cache's (a log that cannot be read is skipped and reported before this)
             raise PermissionError(f"cannot write the cache in {self.cache_root} ({e.strerror}: {e.filename}): pass "
                                   "cache_dir= or set $RLVIZ_CACHE_DIR to a folder you can write") from e
 
@@ -866,14 +891,15 @@ class Run:
 
     def _all_problems(self) -> list[Problem]:
         out = [Problem(st.path, *p) for st in self._states.values() for p in st.problems]
-        return out + self._renamed() + list(self._pending)
+        return out + self._renamed() + list(self._pending) + list(self._removed.values())
 
     @property
     def files(self) -> pd.DataFrame:
         """The log files read: number, path, bytes, lines read, problems."""
         rows = [{"file_no": self._file_no[p], "file": p, "bytes": st.size, "lines": st.lines,
                  "problems": len(st.problems)} for p, st in self._states.items()]
-        return pd.DataFrame(rows).sort_values("file_no").reset_index(drop=True)
+        columns = ["file_no", "file", "bytes", "lines", "problems"]
+        return pd.DataFrame(rows, columns=columns).sort_values("file_no").reset_index(drop=True)
 
     def summary(self) -> str:
         """A few lines saying what the run holds."""

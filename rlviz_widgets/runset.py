@@ -38,6 +38,7 @@ class RunSet(Run):
         self.cache_root = first.cache_root
         self._db_future = _connect_in_background()
         self._pending: list[Problem] = []
+        self._removed: dict = {}
         self._column_names: dict[str, str] = {}  # the set's own: two runs' keys may collide where one's do not
         self._names_file = None  # (not kept for a next open: a set is made of runs, not opened from logs)
         self._steps_cache = None

@@ -19,35 +19,116 @@ def _items(source) -> list:
     return list(source) if isinstance(source, (list, tuple)) else [source]
 
 
+def absolute(source):
+    """``source`` with each path or pattern made absolute (``~`` expanded): a run follows the logs it was opened
+    on, wherever the working directory goes later. An empty path is refused (it would mean the working
+    directory)."""
+    def one(item):
+        text = os.fspath(item)
+        if not str(text).strip():
+            raise NoLogsError("an empty log path was given (\"\"): name a folder, a file or a glob")
+        return os.path.abspath(os.path.expanduser(text))
+
+    return [one(i) for i in source] if isinstance(source, (list, tuple)) else one(source)
+
+
 def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] = LOG_SUFFIXES,
-            accepts: Callable[[Path], bool] | None = None, what: str = "") -> list[Path]:
+            accepts: Callable[[Path], bool] | None = None, what: str = "",
+            problems: list[tuple[str, str, str]] | None = None) -> list[Path]:
     """Every log file named by ``source``, absolute and sorted, without duplicates.
 
-    A folder means every file with one of ``suffixes`` below it, at any depth (and, with
-    ``accepts``, only the files it accepts: a format's file names, ``what`` describing them);
-    a glob pattern means its matches; a list means the union of its items.
+    A folder means every file with one of ``suffixes`` below it, at any depth, through links to folders too
+    (and, with ``accepts``, only the files it accepts: a format's file names, ``what`` describing them); names
+    starting with a dot (``.ipynb_checkpoints``, ``.git``) are passed over. A glob pattern means its matches; a
+    list means the union of its items. What a folder holds but cannot be read (a folder that cannot be listed,
+    a file name that is not UTF-8, a compressed log) goes to ``problems`` as (path, kind, message).
     """
     items = _items(source)
     if not items:
         raise NoLogsError("no log source given (an empty list)")
     found: dict[Path, None] = {}
     for item in items:
-        for path in _resolve_one(os.fspath(item), suffixes, accepts, what):
+        for path in _resolve_one(os.fspath(item), suffixes, accepts, what, problems):
             found[path] = None
     return sorted(found)
 
 
-def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str = "") -> list[Path]:
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> list[Path]:
+    """The files with ``suffixes`` below ``folder``, following links to folders (each folder once: a link loop
+    ends), hidden names passed over; what cannot be read is added to ``problems``."""
+    out, seen = [], set()
+
+    def report(path: str, kind: str, message: str) -> None:
+        if problems is not None:
+            problems.append((path, kind, message))
+
+    def failed(e: OSError) -> None:
+        report(_shown(e.filename or folder), "unreadable_folder", f"the folder cannot be listed ({e.strerror}): its "
+               "logs are not read")
+
+    for root, dirs, names in os.walk(folder, onerror=failed, followlinks=True):
+        try:
+            st = os.stat(root)
+        except OSError:
+            dirs[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:  # reached again through a link
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            if name.endswith(suffixes):
+                if not _utf8(path):
+                    report(_shown(path), "unreadable_file", "the file name is not UTF-8: rename the file to read it")
+                elif os.path.isfile(path):
+                    out.append(Path(path).resolve())
+            elif name.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
+                report(_shown(path), "compressed_file", "a compressed log is not read: decompress it to read it")
+    return sorted(set(out))
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path) -> str:
+    """A path as text that any later step can hold (bytes that are not UTF-8 escaped)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str = "",
+                 problems: list | None = None) -> list[Path]:
+    if not item.strip():
+        raise NoLogsError("an empty log path was given (\"\"): name a folder, a file or a glob")
     path = Path(item).expanduser()
     if path.is_dir():
-        candidates = sorted(p.resolve() for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+        here: list = []
+        candidates = _walk(path, suffixes, here)
+        if problems is not None:
+            problems += here
         files = [p for p in candidates if accepts is None or accepts(p)]
         if not files:
             kinds = what or ", ".join("*" + s for s in suffixes)
+            if here:  # what is there cannot be read
+                raise NoLogsError(f"no log files ({kinds}) that can be read found in folder {path}: "
+                                  f"{len(here)} cannot, e.g. {here[0][0]} ({here[0][2]})")
             if candidates:  # the format was told (or guessed from the records), but its file names are others
                 raise NoLogsError(f"no log files ({kinds}) found in folder {path}: its {len(candidates)} "
                                   f"{'/'.join('*' + s for s in suffixes)} file(s) (e.g. {candidates[0].name}) are "
                                   "named otherwise; open a file by its path, or choose another format=")
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise NoLogsError(f"the folder {path} cannot be listed (permission denied)")
             raise NoLogsError(f"no log files ({kinds}) found in folder {path}")
         return files
     if path.is_file():
@@ -58,6 +139,8 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
         if not files:
             raise NoLogsError(f"the pattern {item} matches no file")
         return files
+    if path.exists():
+        raise NoLogsError(f"log path is neither a file nor a folder (a pipe or a device?): {path}")
     raise NoLogsError(f"log path does not exist: {path}")
 
 

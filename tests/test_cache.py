@@ -410,11 +410,12 @@ def test_a_log_deleted_during_a_refresh_leaves_the_run(tmp_path, open_run, monke
         monkeypatch.setattr(cachemod.linereader, "read_chunks", read)
     with pytest.warns(LogWarning, match="file removed"):
         assert run.refresh() is True
-    assert set(run.samples["file"]) == {str((folder / "rank1.jsonl").resolve())} and run.problems.empty
+    assert set(run.samples["file"]) == {str((folder / "rank1.jsonl").resolve())}
+    assert run.problems[["file", "kind"]].values.tolist() == [[str(f.resolve()), "file_removed"]]
     monkeypatch.undo()
     f.write_bytes(back)
     assert run.refresh() is True
-    assert len(run.samples) == 10
+    assert len(run.samples) == 10 and run.problems.empty  # back: no longer said
     assert_same_as_fresh(run, folder, tmp_path)
 
 

@@ -1,17 +1,22 @@
-"""What ``open_run`` accepts as a source: folder (any depth), file, glob, list; merge of rank files; errors."""
+"""What ``open_run`` accepts as a source: folder (any depth, links followed, hidden names passed over), file, glob,
+list; merge of rank files; what a folder holds but cannot be read, reported; errors."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
 from conftest import read_records, write_lines
 
-from rlviz_widgets import NoLogsError
+from rlviz_widgets import NoLogsError, lines
+from rlviz_widgets import run as runmod
+from rlviz_widgets.readers import rlb
 from rlviz_widgets.sources import resolve
-from rlviz_widgets.synth import write_log
+from rlviz_widgets.synth import make_record, write_log
 
 
 @pytest.fixture
@@ -153,3 +158,143 @@ def test_relative_paths_and_user_home(tree, open_run, monkeypatch):
     assert resolve("run_a") == sorted(p.resolve() for p in tree["a"])
     monkeypatch.setenv("HOME", str(tree["root"][0]))
     assert resolve(os.path.join("~", "run_a", "rollout_rank0.jsonl")) == [tree["a"][0].resolve()]
+
+
+def records(step: int, n: int, seed: int = 1) -> list[dict]:
+    rng = random.Random(seed)
+    return [make_record(rng, step, i, 6, progress=0.5) for i in range(n)]
+
+
+def kinds(run) -> list[tuple[str, str]]:
+    return sorted(zip((os.path.basename(f) for f in run.problems["file"]), run.problems["kind"]))
+
+
+def test_hidden_folders_such_as_jupyter_checkpoints_are_passed_over(tmp_path, open_run):
+    """JupyterLab keeps a copy of a log opened in its editor in .ipynb_checkpoints: it was read as one more rank
+    file, every sample of it twice, without a word. Names starting with a dot are passed over in a folder; named
+    (as a path or a glob), such a file is read."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "rank0.jsonl", records(0, 2))
+    write_lines(logs / ".ipynb_checkpoints" / "rank0-checkpoint.jsonl", records(0, 2))
+    write_lines(logs / ".rank9.jsonl", records(0, 3))
+    run = open_run(logs)
+    assert len(run.samples) == 2 and run.files["file"].tolist() == [str((logs / "rank0.jsonl").resolve())]
+    assert len(open_run(logs / ".rank9.jsonl").samples) == 3
+    assert len(open_run(str(logs / ".ipynb_checkpoints" / "*.jsonl")).samples) == 2
+
+
+def test_links_to_folders_are_followed_and_a_link_loop_ends(tmp_path, open_run):
+    """A rank folder linked in from other storage was left out of a folder's logs (a ``**`` glob took it)."""
+    logs, storage = tmp_path / "logs", tmp_path / "storage"
+    write_lines(logs / "rank0" / "a.jsonl", records(0, 2))
+    write_lines(storage / "b.jsonl", records(0, 3, seed=2))
+    (logs / "rank1").symlink_to(storage, target_is_directory=True)
+    (storage / "loop").symlink_to(logs, target_is_directory=True)  # back up: each folder is read once
+    (logs / "again").symlink_to(logs / "rank0", target_is_directory=True)  # the same folder twice
+    run = open_run(logs)
+    assert len(run.samples) == 5 and len(run.files) == 2
+
+
+def test_what_a_folder_holds_but_cannot_be_read_is_reported(tmp_path, open_run):
+    """A file name that is not UTF-8 crashed the whole open (UnicodeEncodeError, the file not named); a gzipped log
+    was passed over in silence. Each is now a problem of its own, and the other files are read."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "rank0.jsonl", records(0, 2))
+    with gzip.open(logs / "rank1.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records(0, 2, seed=3)))
+    bad = os.path.join(os.fsencode(logs), b"rank\xff.jsonl")
+    with open(bad, "wb") as f:
+        f.write(json.dumps(records(0, 1)[0]).encode() + b"\n")
+    run = open_run(logs)
+    assert len(run.samples) == 2
+    assert kinds(run) == [("rank1.jsonl.gz", "compressed_file"), ("rank\\xff.jsonl", "unreadable_file")]
+    os.remove(logs / "rank0.jsonl")
+    os.remove(logs / "rank1.jsonl.gz")
+    with pytest.raises(NoLogsError, match=r"that can be read found in folder .*1 cannot, e\.g\. .*rank\\xff\.jsonl "
+                                          r"\(the file name is not UTF-8"):
+        open_run(logs)
+
+
+def test_a_log_that_cannot_be_read_is_left_out_and_said_so(tmp_path, open_run, monkeypatch):
+    """A log file the user may not read (another user's, mode 000) failed the whole open with an error blaming the
+    cache dir. It is now left out and reported (or, read before, keeps what was read); if no file can be read at
+    all, the error names the file."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "rank0.jsonl", records(0, 2))
+    secret = write_lines(logs / "rank1.jsonl", records(0, 3, seed=4))
+    real_open = open
+
+    def denied(path, *args, **kwargs):  # the tests run as root, whom permissions do not stop
+        if os.fspath(path) == str(secret.resolve()):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(runmod, "open", denied, raising=False)
+    run = open_run(logs)
+    assert len(run.samples) == 2 and kinds(run) == [("rank1.jsonl", "unreadable_file")]
+    assert "cannot be read (Permission denied): its samples are left out" in run.problems["message"][0]
+    with pytest.raises(NoLogsError, match=r"no log file can be read: .*rank1\.jsonl \(Permission denied\)"):
+        open_run(secret)
+    monkeypatch.undo()
+    assert run.refresh() is True and len(run.samples) == 5 and run.problems.empty
+    monkeypatch.setattr(runmod, "open", denied, raising=False)
+    run.refresh()
+    assert len(run.samples) == 5 and "as read before" in run.problems["message"][0]
+
+
+def test_odd_sources_get_a_clear_error(tmp_path, open_run):
+    """``""`` opened the working directory; a pipe named as the source was said not to exist; a cache dir that is
+    a file gave a bare FileExistsError."""
+    for source in ("", [""], "  "):
+        with pytest.raises(NoLogsError, match="an empty log path"):
+            open_run(source)
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(NoLogsError, match="neither a file nor a folder"):
+        open_run(fifo)
+    log = write_lines(tmp_path / "logs" / "rank0.jsonl", records(0, 2))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        open_run(log, cache_dir=tmp_path / "afile")
+
+
+def test_a_relative_source_stays_where_it_was_opened(tmp_path, open_run, monkeypatch):
+    """``open_run("logs")`` then a chdir: the next refresh read another folder's logs and called the first ones
+    gone."""
+    for exp, step in (("a", 0), ("b", 7)):
+        write_lines(tmp_path / exp / "logs" / "x.jsonl", records(step, 2))
+    monkeypatch.chdir(tmp_path / "a")
+    run = open_run("logs")
+    monkeypatch.chdir(tmp_path / "b")
+    assert run.refresh() is False
+    assert run.samples["step"].tolist() == [0, 0] and run.problems.empty
+
+
+def test_a_long_line_without_a_newline_is_read_in_few_reads(tmp_path, monkeypatch):
+    """The reads of a line longer than a chunk stayed at the first chunk's size, each copying and scanning all the
+    bytes so far: a 400 MB line took 41 s. They now double."""
+    path = tmp_path / "one_line.jsonl"
+    path.write_bytes(b"[" + b"0, " * (4 << 20) + b"0]")  # 12 MB, no newline
+    sizes = []
+    real_get = lines.BufferPool.get
+
+    def get(self, size, reserve=0):
+        sizes.append(size)
+        return real_get(self, size, reserve)
+
+    monkeypatch.setattr(lines.BufferPool, "get", get)
+    chunks = list(lines.read_chunks(path, first_chunk_bytes=1 << 20, chunk_bytes=2 << 20, pool=lines.BufferPool()))
+    assert chunks == [] and len(sizes) <= 6  # 1, 3, 7, 15 MB: at a fixed 1 MB more, it was 13 reads
+
+
+def test_a_huge_line_that_is_no_object_is_reported_without_parsing_it(tmp_path, open_run, monkeypatch):
+    """A run written with one json.dump of a list (300 MB on one line) took a minute and GBs to be called
+    ``not_an_object``: Python parsed it whole. Past 1 MB, a line that does not open an object is reported as it
+    is."""
+    monkeypatch.setattr(rlb, "BIG_LINE", 4096)
+    listed = json.dumps(records(0, 30))
+    # broken at its end: parsed, it would be called malformed_json
+    write_lines(tmp_path / "logs" / "rank0.jsonl", [listed[:-1] + ", oops]", records(0, 1)[0]])
+    run = open_run(tmp_path / "logs")
+    assert run.problems[["line", "kind"]].values.tolist() == [[1, "not_an_object"]] and len(run.samples) == 1
+    assert "a JSON list of 0 MB on one line: skipped (one record per line is expected)" in run.problems["message"][0]

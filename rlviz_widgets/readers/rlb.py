@@ -30,6 +30,7 @@ TEXT_FIELDS = ("prompt", "response", "ref_response")
 NUMBER_FIELDS = ("reward", "ref_reward")
 DEFAULT_PAD_TOKEN = "<PAD>"  # open_run's pad_token: stripped from the texts shown
 _BRACE = ord("{")
+BIG_LINE = 1 << 20  # a line this long that is no object is reported without parsing it
 
 
 def _q(name: str) -> str:
@@ -584,6 +585,13 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
     for i in idx:
         n, b = int(nums[i]), line_bytes(col, i)
         keep[i] = False
+        head = b[:64].lstrip(b" \t\r\n\xef\xbb\xbf")
+        if len(b) > BIG_LINE and not head.startswith(b"{"):
+            # no record, whatever it is: parsing it (a whole run json.dump'ed as one list) took a minute and GBs
+            what = "a JSON list" if head.startswith(b"[") else "not a JSON object"
+            problems.append([n, "not_an_object", f"{what} of {len(b) / 2**20:.0f} MB on one line: skipped "
+                                                 "(one record per line is expected)"])
+            continue
         try:
             text = b.decode("utf-8")
         except UnicodeDecodeError:
