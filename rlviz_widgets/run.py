@@ -233,9 +233,10 @@ class Run:
         # waited for, and what it read is not read again)
         with self._writable_cache(), cachemod.locked([caches[i] for i in busy]):
             for i in busy:
-                plans[i] = _plan(caches[i]) or (plans[i][0], 0)
-                if plans[i][1] == 0 and not os.path.exists(caches[i].path):
+                plan = _plan(caches[i], unreadable)
+                if plan is None:
                     gone.add(str(caches[i].path))
+                plans[i] = plan or (plans[i][0], 0)
             todo = sum(n for _, n in plans)
             bar = Progress(todo, sum(1 for _, n in plans if n), enabled=self._progress and _first)
             try:
@@ -247,7 +248,7 @@ class Run:
                     stale = [c for (c, _), (st, _) in zip(todo_jobs, results) if cachemod.is_stale(st)]
                     if not stale:
                         break
-                    again = [(c, _plan(c)) for c in stale]
+                    again = [(c, _plan(c, unreadable)) for c in stale]
                     gone |= {str(c.path) for c, p in again if p is None}
                     todo_jobs = [(c, p[0]) for c, p in again if p is not None]
                     results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
@@ -257,8 +258,8 @@ class Run:
                 bar.close()
         pending = [Problem(path, 0, kind, message + " (line 0: the file as a whole)") for path, kind, message in found]
         pending += [Problem(path, 0, "unreadable_file", f"the file cannot be read ({why}): its samples are "
-                            + ("as read before" if path in self._states else "left out"))
-                    for path, why in unreadable.items()]
+                            + ("as read before" if path in self._states else "left out")
+                            + " (line 0: the file as a whole)") for path, why in unreadable.items()]
         new_problems: list[Problem] = []
         # new dicts, swapped in whole: queries in other threads iterate the old ones meanwhile
         states, file_caches = dict(self._states), dict(self._caches)
@@ -275,10 +276,7 @@ class Run:
                         + " until it settles (line 0: the file as a whole)")))
                     if old is None:
                         states.pop(str(c.path), None)
-                        continue
-                    state, c = old, self._caches[str(c.path)]
-                    states[str(c.path)] = state
-                    continue
+                    continue  # else ``states`` holds the old state still
                 old = self._states.get(str(c.path))
                 # read, but maybe only blanks: a change if it gave records or problems, or was read afresh
                 changed = (changed or old is None or (old.epoch, old.records) != (state.epoch, state.records)
