@@ -211,7 +211,12 @@ class Run:
         reader = self._reader
         what = f"{self.format} files: {reader.file_pattern}" if reader.file_pattern else ""
         found: list[tuple[str, str, str]] = []  # what the folders hold but cannot be read
-        files = resolve(self.source, reader.suffixes, reader.accepts, what, found)
+        try:
+            files = resolve(self.source, reader.suffixes, reader.accepts, what, found)
+        except NoLogsError:
+            if _first:
+                raise
+            files = []  # every file of a followed run gone: each said so below, the run empty until they are back
         self._check_cache_location(files)
         if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
             with self._writable_cache():
@@ -256,7 +261,8 @@ class Run:
                     updated.update({str(c.path): (r, 0) for (c, _), r in zip(todo_jobs, results)})
             finally:
                 bar.close()
-        pending = [Problem(path, 0, kind, message + " (line 0: the file as a whole)") for path, kind, message in found]
+        pending = [Problem(path, 0, kind, f"{message} (line 0: the {kind.split('_')[-1]} as a whole)")
+                   for path, kind, message in found]
         pending += [Problem(path, 0, "unreadable_file", f"the file cannot be read ({why}): its samples are "
                             + ("as read before" if path in self._states else "left out")
                             + " (line 0: the file as a whole)") for path, why in unreadable.items()]
@@ -291,13 +297,21 @@ class Run:
                     changed = True
                     seen = len(old.problems) if old.epoch == state.epoch else 0
                     new_problems += [Problem(state.path, *q) for q in state.problems[seen:]]
+                elif old is None and not _first:
+                    # new to this run, its cache complete already: a file back after it was gone, or one another
+                    # Run read first (its samples were left out of the views, and refresh said nothing changed)
+                    changed = changed or bool(state.parts)
+                    new_problems += [Problem(state.path, *q) for q in state.problems]
                 if state.consumed < state.size:
                     pending += self._pending_for(state)
             states[str(c.path)] = state
             file_caches[str(c.path)] = c
         cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n])
-        # a file that cannot be read now keeps what was read of it before, if anything
-        present = ({str(c.path) for c in caches} - gone) | set(unreadable)
+        # a file that cannot be read now (or is in a folder that cannot be listed now) keeps what was read of it
+        # before, if anything
+        hidden = [Path(path) for path, kind, _ in found if kind == "unreadable_folder"]
+        present = ({str(c.path) for c in caches} - gone) | set(unreadable) | {
+            p for p in states if any(folder in Path(p).parents for folder in hidden)}
         removed = {p: q for p, q in self._removed.items() if p not in present}  # back: no longer said
         for path in [p for p in states if p not in present]:  # deleted (or renamed) since the last read
             del states[path], file_caches[path]
@@ -327,7 +341,8 @@ class Run:
             yield
         except PermissionError as e:
             where = Path(os.path.abspath(e.filename)) if e.filename is not None else self.cache_root
-            if where != self.cache_root and self.cache_root not in where.parents:
+            root = self.cache_root
+            if where != root and root not in where.parents and where not in root.parents:
                 raise  # not the cache's (a log that cannot be read is skipped and reported before this)
             raise PermissionError(f"cannot write the cache in {self.cache_root} ({e.strerror}: {e.filename}): pass "
                                   "cache_dir= or set $RLVIZ_CACHE_DIR to a folder you can write") from e

@@ -27,7 +27,9 @@ def absolute(source):
         text = os.fspath(item)
         if not str(text).strip():
             raise NoLogsError("an empty log path was given (\"\"): name a folder, a file or a glob")
-        return os.path.abspath(os.path.expanduser(text))
+        text = os.path.expanduser(text)
+        # joined, not normalised: "latest/../base" with latest a link goes where the OS goes, not where text would
+        return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
 
     return [one(i) for i in source] if isinstance(source, (list, tuple)) else one(source)
 
@@ -61,13 +63,9 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
     ends), hidden names passed over; what cannot be read is added to ``problems``."""
     out, seen = [], set()
 
-    def report(path: str, kind: str, message: str) -> None:
-        if problems is not None:
-            problems.append((path, kind, message))
-
     def failed(e: OSError) -> None:
-        report(_shown(e.filename or folder), "unreadable_folder", f"the folder cannot be listed ({e.strerror}): its "
-               "logs are not read")
+        _report(problems, _shown(e.filename or folder), "unreadable_folder",
+                f"the folder cannot be listed ({e.strerror}): its logs are not read")
 
     for root, dirs, names in os.walk(folder, onerror=failed, followlinks=True):
         try:
@@ -86,12 +84,21 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
             path = os.path.join(root, name)
             if name.endswith(suffixes):
                 if not _utf8(path):
-                    report(_shown(path), "unreadable_file", "the file name is not UTF-8: rename the file to read it")
+                    _report(problems, _shown(path), "unreadable_file", NOT_UTF8)
                 elif os.path.isfile(path):
                     out.append(Path(path).resolve())
             elif name.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
-                report(_shown(path), "compressed_file", "a compressed log is not read: decompress it to read it")
+                _report(problems, _shown(path), "compressed_file", COMPRESSED_LOG)
     return sorted(set(out))
+
+
+NOT_UTF8 = "the path is not UTF-8: rename it to read the file"
+COMPRESSED_LOG = "a compressed log is not read: decompress it to read it"
+
+
+def _report(problems: list | None, path: str, kind: str, message: str) -> None:
+    if problems is not None:
+        problems.append((path, kind, message))
 
 
 def _utf8(path: str) -> bool:
@@ -132,13 +139,23 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
             raise NoLogsError(f"no log files ({kinds}) found in folder {path}")
         return files
     if path.is_file():
+        if not _utf8(str(path)):
+            raise NoLogsError(f"the log path is not UTF-8: {_shown(path)} (rename it to read it)")
         return [path.resolve()]
     if glob.has_magic(item):
-        files = sorted(Path(p).resolve() for p in glob.glob(os.path.expanduser(item), recursive=True)
-                       if Path(p).is_file())
+        matches = [p for p in glob.glob(os.path.expanduser(item), recursive=True) if os.path.isfile(p)]
+        files = []
+        for p in matches:
+            if not _utf8(p):
+                _report(problems, _shown(p), "unreadable_file", NOT_UTF8)
+            elif p.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
+                _report(problems, _shown(p), "compressed_file", COMPRESSED_LOG)
+            else:
+                files.append(Path(p).resolve())
         if not files:
-            raise NoLogsError(f"the pattern {item} matches no file")
-        return files
+            raise NoLogsError(f"the pattern {item} matches no file" if not matches else
+                              f"the pattern {item} matches no file that can be read: e.g. {_shown(matches[0])}")
+        return sorted(files)
     if path.exists():
         raise NoLogsError(f"log path is neither a file nor a folder (a pipe or a device?): {path}")
     raise NoLogsError(f"log path does not exist: {path}")

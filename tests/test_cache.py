@@ -823,6 +823,24 @@ def test_a_relative_cache_dir_in_the_environment_is_made_absolute(tmp_path, monk
     assert len(run.samples) == 8 and len(run.tokens(first["sample_id"])) == first["n_tokens"] > 0
 
 
+def test_a_cache_dir_that_cannot_be_made_is_named_in_the_error(tmp_path, monkeypatch):
+    """A cache dir under a folder that cannot be made (the default ~/.cache/rlviz_widgets in a read-only home)
+    gave a bare PermissionError on that folder, without the way out."""
+    logs = tmp_path / "logs"
+    write_log(logs, steps=1, samples_per_step=2, tokens=4, ranks=1)
+    deeper = tmp_path / "ro" / "deeper"
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):  # the tests run as root, whom permissions do not stop
+        if self == deeper:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    with pytest.raises(PermissionError, match=r"cannot write the cache in .*deeper/cache .*pass cache_dir="):
+        rlviz_widgets.open_run(logs, cache_dir=deeper / "cache", progress=False)
+
+
 def test_a_cursor_kept_across_a_refresh_reads_the_new_tokens(tmp_path):
     """Cursors from run.con are given the token files again when the parts change (a kept cursor saw
     the old ones: old tokens beside new samples)."""

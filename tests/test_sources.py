@@ -211,8 +211,17 @@ def test_what_a_folder_holds_but_cannot_be_read_is_reported(tmp_path, open_run):
     os.remove(logs / "rank0.jsonl")
     os.remove(logs / "rank1.jsonl.gz")
     with pytest.raises(NoLogsError, match=r"that can be read found in folder .*1 cannot, e\.g\. .*rank\\xff\.jsonl "
-                                          r"\(the file name is not UTF-8"):
+                                          r"\(the path is not UTF-8"):
         open_run(logs)
+    # named by a glob or by its path (both crashed with UnicodeEncodeError)
+    write_lines(logs / "rank0.jsonl", records(0, 2))
+    with gzip.open(logs / "rank1.jsonl.gz", "wt") as f:
+        f.write(json.dumps(records(0, 1)[0]) + "\n")
+    run = open_run(str(logs / "rank*"))
+    assert len(run.samples) == 2
+    assert kinds(run) == [("rank1.jsonl.gz", "compressed_file"), ("rank\\xff.jsonl", "unreadable_file")]
+    with pytest.raises(NoLogsError, match=r"the log path is not UTF-8: .*rank\\xff\.jsonl"):
+        open_run(bad.decode(errors="surrogateescape"))
 
 
 def test_a_log_that_cannot_be_read_is_left_out_and_said_so(tmp_path, open_run, monkeypatch):
@@ -298,3 +307,76 @@ def test_a_huge_line_that_is_no_object_is_reported_without_parsing_it(tmp_path, 
     run = open_run(tmp_path / "logs")
     assert run.problems[["line", "kind"]].values.tolist() == [[1, "not_an_object"]] and len(run.samples) == 1
     assert "a JSON list of 0 MB on one line: skipped (one record per line is expected)" in run.problems["message"][0]
+
+
+def test_a_source_through_a_link_and_dotdot_goes_where_the_os_goes(tmp_path, open_run, monkeypatch):
+    """``latest/../baseline`` with ``latest`` a link to ``exp/runs/current``: the OS (and the code before the source
+    was made absolute) opens ``exp/runs/baseline``; making it absolute as text went to ``baseline`` beside it."""
+    runs = tmp_path / "exp" / "runs"
+    write_lines(runs / "baseline" / "rank0.jsonl", records(0, 3))
+    (runs / "current").mkdir()
+    (tmp_path / "latest").symlink_to(runs / "current", target_is_directory=True)
+    assert len(open_run(tmp_path / "latest" / ".." / "baseline").samples) == 3
+    monkeypatch.chdir(tmp_path)
+    assert len(open_run("latest/../baseline").samples) == 3
+
+
+def test_a_folder_that_cannot_be_listed_at_a_refresh_keeps_its_files(tmp_path, open_run, monkeypatch):
+    """A rank folder that could not be listed at a refresh: its files were called deleted and their samples left
+    the run; once listable again, they never came back. Its files now keep what was read of them."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "node0" / "rank0.jsonl", records(0, 2))
+    write_lines(logs / "node1" / "rank1.jsonl", records(0, 3, seed=2))
+    run = open_run(logs)
+    real_scandir = os.scandir
+
+    def denied(path="."):
+        if os.fspath(path) == str(logs / "node1"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", denied)
+    run.refresh()
+    assert len(run.samples) == 5 and kinds(run) == [("node1", "unreadable_folder")]
+    assert run.problems["message"][0].endswith("(line 0: the folder as a whole)")
+    monkeypatch.undo()
+    run.refresh()
+    assert len(run.samples) == 5 and run.problems.empty
+
+
+def test_a_file_back_or_read_by_another_run_joins_the_run(tmp_path, open_run):
+    """A rank file moved away and back unchanged, or a new one another Run read first: its cache was complete, so
+    this run's refresh said nothing changed and left its samples out (``files`` listed it)."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "rank0.jsonl", records(0, 2))
+    b = write_lines(logs / "rank1.jsonl", records(0, 3, seed=2))
+    run = open_run(logs)
+    b.rename(tmp_path / "away.jsonl")
+    assert run.refresh() is True and len(run.samples) == 2
+    (tmp_path / "away.jsonl").rename(b)
+    assert run.refresh() is True and len(run.samples) == 5 and run.problems.empty
+    write_lines(logs / "rank2.jsonl", records(0, 4, seed=3))
+    assert len(open_run(logs).samples) == 9  # another Run reads the new file first
+    assert run.refresh() is True and len(run.samples) == 9 and run.steps["samples"].tolist() == [9]
+
+
+def test_a_followed_run_whose_files_are_all_gone_is_empty_not_an_error(tmp_path, open_run):
+    """Every file of a followed run deleted (a job about to write them anew): refresh raised NoLogsError."""
+    logs = tmp_path / "logs"
+    a = write_lines(logs / "rank0.jsonl", records(0, 2))
+    run = open_run(logs)
+    data = a.read_bytes()
+    a.unlink()
+    assert run.refresh() is True
+    assert len(run.samples) == 0 and kinds(run) == [("rank0.jsonl", "file_removed")] and len(run.files) == 0
+    a.write_bytes(data)
+    assert run.refresh() is True and len(run.samples) == 2 and run.problems.empty
+
+
+def test_a_big_indented_record_is_read(tmp_path, open_run, monkeypatch):
+    """A record past the big-line size, indented by 80 blanks, was taken for a line that opens no object."""
+    monkeypatch.setattr(rlb, "BIG_LINE", 256)
+    r = records(0, 1)[0]
+    write_lines(tmp_path / "logs" / "rank0.jsonl", [" " * 80 + json.dumps(r)])
+    run = open_run(tmp_path / "logs")
+    assert len(run.samples) == 1 and run.problems.empty

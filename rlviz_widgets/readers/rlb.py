@@ -585,8 +585,8 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
     for i in idx:
         n, b = int(nums[i]), line_bytes(col, i)
         keep[i] = False
-        head = b[:64].lstrip(b" \t\r\n\xef\xbb\xbf")
-        if len(b) > BIG_LINE and not head.startswith(b"{"):
+        head = b[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")
+        if len(b) > BIG_LINE and head and not head.startswith(b"{"):
             # no record, whatever it is: parsing it (a whole run json.dump'ed as one list) took a minute and GBs
             what = "a JSON list" if head.startswith(b"[") else "not a JSON object"
             problems.append([n, "not_an_object", f"{what} of {len(b) / 2**20:.0f} MB on one line: skipped "
