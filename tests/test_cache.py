@@ -345,8 +345,9 @@ def test_a_log_rewritten_and_back_during_a_read_is_read_again(tmp_path, open_run
     """A job rewrote its log while it was read (other records), then wrote it back as it was: the read held lines
     of both (and broken ones where they met), and its ends, all that was checked, matched the file. Samples of
     what was read, spread over it, are now checked too: the file is read again."""
-    monkeypatch.setattr(cachemod.linereader, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(cachemod.linereader, "CHUNK_BYTES", 8192)  # the read and its samples at this log's scale
     monkeypatch.setattr(cachemod.linereader, "FIRST_CHUNK_BYTES", 8192)
+    monkeypatch.setattr(cachemod, "SAMPLE_EVERY", 4096)
     folder = tmp_path / "logs"
     a = "".join(json.dumps(dict(r, reward=1.0)) + "\n" for r in records(step=0, n=60))
     b = "".join(json.dumps(dict(r, reward=2.0)) + "\n" for r in records(step=0, n=60, seed=8))
