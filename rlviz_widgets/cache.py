@@ -56,6 +56,7 @@ HEAD_BYTES = 4096
 # each is a read of its own, which waits for the GIL when it returns (~40 us, with the parser's threads busy: at
 # one every 4 KB, files of 365 KB took 4 ms more each)
 SAMPLES, SAMPLE_EVERY, SAMPLE_BYTES = 16, 64 << 10, 32
+BATCH_BYTES = 4 << 20  # chunks smaller than this (small files) are parsed several at once: a query costs ~8 ms
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
 COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
 RETIRED_GRACE_S = 600.0  # parts merged away are deleted this long after: queries begun on them end first
@@ -116,7 +117,11 @@ class FileCache:
 
     @staticmethod
     def _folder(root: Path, path: Path, reader_name: str, version: int) -> Path:
-        return root / "files" / hashlib.sha1(f"{path}|{reader_name}|{version}".encode()).hexdigest()[:20]
+        return root / "files" / FileCache._name(path, reader_name, version)
+
+    @staticmethod
+    def _name(path: Path, reader_name: str, version: int) -> str:
+        return hashlib.sha1(f"{path}|{reader_name}|{version}".encode()).hexdigest()[:20]
 
     def load(self) -> FileState | None:
         try:
@@ -145,7 +150,9 @@ class FileCache:
         # every version bump would leave a full copy behind. Not while in use: a Run of the older version (another
         # environment sharing the cache) may still read it; ``prune_cache`` takes it later
         root = self.dir.parent.parent
-        old = [f for v in range(1, CACHE_VERSION) if (f := self._folder(root, self.path, self.reader_name, v)).is_dir()]
+        files = os.path.join(root, "files")
+        old = [Path(files, name) for v in range(1, CACHE_VERSION)  # (string paths: this runs once per file read)
+               if os.path.isdir(os.path.join(files, name := self._name(self.path, self.reader_name, v)))]
         if old:
             used = leases.folders_in_use(root)
             for folder in old:
@@ -282,16 +289,40 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                     out[j] = (state, _finish(cur, cache, state, bound[j], on_bytes, writer, writes, seen[j]))
                     on_file_done()
 
+            batch: list[tuple[int, linereader.Chunk]] = []  # small chunks (of small files) parsed together
+
+            def parse_batch() -> None:
+                parse_many = getattr(reader, "parse_many", None)
+                if len(batch) > 1 and parse_many is not None:
+                    parsed = parse_many(cur, [c for _, c in batch], [bound[i] for i, _ in batch])
+                else:
+                    parsed = [bound[i].parse(cur, c) for i, c in batch]
+                for (i, _), (table, problems) in zip(batch, parsed):
+                    finish_before(i)
+                    if len(writes) >= MAX_PENDING_WRITES:  # a disk slower than the parser: the parser waits before
+                        writes[-MAX_PENDING_WRITES].wait()  # the next chunk, so parsed tables do not pile up
+                    writes.append(_add_part(*jobs[i], table, problems, writer))
+                batch.clear()
+
             for i, chunk in reading:
-                finish_before(i)
                 cache, state = jobs[i]
-                if len(writes) >= MAX_PENDING_WRITES:  # a disk slower than the parser: the parser waits before
-                    writes[-MAX_PENDING_WRITES].wait()  # the next chunk, so parsed tables do not pile up in memory
-                writes.append(_ingest(cur, cache, state, bound[i], chunk, writer))
-                seen[i].add(chunk.buffer[:chunk.end - chunk.start])
-                pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on
+                size = chunk.end - chunk.start
+                # a whole small file waits for others; a file's first chunk of more does not (its parse starts
+                # while the rest is read)
+                waits = size < BATCH_BYTES and chunk.final
+                if not waits or sum(c.end - c.start for _, c in batch) + size > BATCH_BYTES:
+                    parse_batch()
+                seen[i].add(chunk.buffer[:size])
+                if waits:  # its lines copied, the buffer goes back to the reader
+                    chunk.lines = pa.concat_arrays([chunk.lines, pa.array([], pa.large_string())])
+                    pool.put(chunk)
+                batch.append((i, chunk))
+                if not waits:
+                    parse_batch()
+                    pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on
                 state.consumed, state.lines = chunk.end, state.lines + len(chunk.lines)
-                on_bytes(chunk.end - chunk.start)
+                on_bytes(size)
+            parse_batch()
             finish_before(None)
             for write in reversed(writes):  # nothing left to parse: write what the writer has not started
                 write.result()
@@ -648,7 +679,8 @@ class _Write:
 
 def _write(table: pa.Table, folder: Path, part: str) -> None:
     """A parsed part: its token lists to an Arrow file, everything else (and the reductions) to Parquet."""
-    table = with_reductions(table)
+    if "n_tokens" not in table.column_names:  # a part of chunks parsed together has them already
+        table = with_reductions(table)
     token_store.write(table, folder / f"part-{part}.arrow")
     _write_parquet(table.drop_columns([c for c in TOKEN_COLUMNS if c in table.column_names]), folder, part)
 

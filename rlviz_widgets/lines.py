@@ -39,6 +39,7 @@ class Chunk:
     buffer: np.ndarray | None = None  # the memory the lines live in (handed back to a BufferPool when done)
     found: np.ndarray | None = None  # positions of read_chunks' ``also_find`` byte in the lines
     odd: np.ndarray | None = None  # line numbers a reader wants looked at closely, when it found them early
+    final: bool = False  # the read reached the end of the file (as it was when its reading began)
 
 
 class BufferPool:
@@ -143,6 +144,7 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
             want = chunk_bytes
             chunk = _to_arrow(buf, ends, line_no)
             chunk.start, chunk.end, chunk.buffer = pos, pos + nl + 1, buf.base if buf.base is not None else buf
+            chunk.final = pos + size >= end
             if also_find is not None:
                 at = np.concatenate(found)
                 chunk.found = at[at < nl]

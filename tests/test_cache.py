@@ -17,6 +17,7 @@ from conftest import file_mtimes, folder_fingerprint, write_lines
 import rlviz_widgets
 from rlviz_widgets import LogWarning, file_numbers
 from rlviz_widgets import cache as cachemod
+from rlviz_widgets.readers import rlb as rlbmod
 from rlviz_widgets.readers.rlb import RLBReader
 from rlviz_widgets.synth import make_record, write_log
 
@@ -25,18 +26,18 @@ from rlviz_widgets.synth import make_record, write_log
 def spy(monkeypatch):
     """Counts the files cache.update_files reads and records the line numbers every parse() is given."""
     calls = {"update": 0, "parsed": []}
-    real_update, real_parse = cachemod.update_files, RLBReader.parse
+    real_update, real_parse = cachemod.update_files, RLBReader._parse
 
     def update(con, jobs, *a, **kw):
         calls["update"] += len(jobs)
         return real_update(con, jobs, *a, **kw)
 
-    def parse(self, con, chunk):
-        calls["parsed"].extend(int(n) for n in chunk.numbers)
-        return real_parse(self, con, chunk)
+    def parse(self, con, chunk, steps):  # one chunk, or several parsed together (their own numbers, in order)
+        calls["parsed"].extend(int(n) % rlbmod.BATCH_STRIDE for n in chunk.numbers)
+        return real_parse(self, con, chunk, steps)
 
     monkeypatch.setattr(cachemod, "update_files", update)
-    monkeypatch.setattr(RLBReader, "parse", parse)
+    monkeypatch.setattr(RLBReader, "_parse", parse)
 
     def reset():
         calls["update"], calls["parsed"] = 0, []
@@ -620,7 +621,7 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
     folder, _ = synth_logs(ranks=2)
     monkeypatch.setattr(lines, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(lines, "FIRST_CHUNK_BYTES", 4096)
-    real_write, real_ingest = cachemod._write, cachemod._ingest
+    real_write, real_add = cachemod._write, cachemod._add_part
     count = {"parsed": 0, "written": 0, "most_waiting": 0}
     lock = threading.Lock()
     parts, writers = [], set()
@@ -633,15 +634,15 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
             parts.append(a[2])
             writers.add(threading.current_thread() is threading.main_thread())
 
-    def ingest(*a, **k):
-        fut = real_ingest(*a, **k)
+    def add_part(*a, **k):
+        fut = real_add(*a, **k)
         with lock:
             count["parsed"] += 1
             count["most_waiting"] = max(count["most_waiting"], count["parsed"] - count["written"])
         return fut
 
     monkeypatch.setattr(cachemod, "_write", slow_write)
-    monkeypatch.setattr(cachemod, "_ingest", ingest)
+    monkeypatch.setattr(cachemod, "_add_part", add_part)
     run = rlviz_widgets.open_run(folder, cache_dir=cache_dir, progress=False)
     assert count["parsed"] >= 10 and count["written"] == count["parsed"]  # many parts, all written
     assert count["most_waiting"] <= cachemod.MAX_PENDING_WRITES + 1 == 3  # + the one just handed over
@@ -1348,3 +1349,86 @@ def test_problems_another_run_read_first_are_news(tmp_path):
         assert first.refresh() is True
     assert first.problems[["line", "kind"]].values.tolist() == [[3, "malformed_json"]]
     assert first.refresh() is False
+
+
+def _opened_both_ways(source, tmp_path, monkeypatch, **options) -> tuple:
+    """The run of ``source`` opened with small files parsed together (as usual) and one by one (``BATCH_BYTES``
+    0), each in its own cache dir; and how many queries parsed the first."""
+    queries = []
+    real_parse = RLBReader._parse
+
+    def counted(self, con, chunk, steps):
+        queries.append(len(steps))
+        return real_parse(self, con, chunk, steps)
+
+    monkeypatch.setattr(RLBReader, "_parse", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        together = rlviz_widgets.open_run(source, cache_dir=tmp_path / "together", progress=False, **options)
+        with monkeypatch.context() as m:
+            m.setattr(cachemod, "BATCH_BYTES", 0)
+            apart = rlviz_widgets.open_run(source, cache_dir=tmp_path / "apart", progress=False, **options)
+    return together, apart, queries
+
+
+def _same(a, b) -> None:
+    key = ["file", "line"]
+    pd.testing.assert_frame_equal(a.samples.sort_values(key).reset_index(drop=True),
+                                  b.samples.sort_values(key).reset_index(drop=True))
+    pd.testing.assert_frame_equal(a.problems.sort_values(["file", "line", "kind", "message"]).reset_index(drop=True),
+                                  b.problems.sort_values(["file", "line", "kind", "message"]).reset_index(drop=True))
+    ids = a.samples["sample_id"].tolist()
+    pd.testing.assert_frame_equal(a.tokens(ids), b.tokens(ids))
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+
+
+def test_many_small_files_parsed_together_read_as_each_alone(tmp_path, monkeypatch):
+    """A log of many small files (a file per step) took a query per file, ~8 ms each: 200 files of 365 KB opened
+    in 3.2 s against 0.4 s for the same records in one file. Small files are now parsed several at once; what the
+    run holds is the same as when each is parsed alone: samples, tokens, steps, problems (each in its own file and
+    line), custom fields only some files have, a field of numbers in one file and text in another."""
+    folder = tmp_path / "logs"
+    rng = random.Random(5)
+    for k in range(30):
+        recs = [make_record(rng, k, i, 6, progress=k / 30) for i in range(3)]
+        if k % 3 == 0:
+            recs[1]["only_here"] = k  # a custom field in some files only
+        recs[2]["mixed"] = k if k % 2 else f"t{k}"  # numbers in one file, text in the next
+        lines = [json.dumps(r) for r in recs]
+        if k % 7 == 0:
+            lines.insert(1, "{not json")
+        if k % 5 == 0:
+            lines.append(json.dumps(dict(recs[0], reward=float("nan")), allow_nan=True))
+        if k % 11 == 0:
+            lines.insert(0, "")
+        tail = "" if k == 29 else "\n"  # the last file's last record has no newline
+        (folder / f"r{k:02d}.jsonl").parent.mkdir(exist_ok=True)
+        (folder / f"r{k:02d}.jsonl").write_text("\n".join(lines) + tail)
+    together, apart, queries = _opened_both_ways(folder, tmp_path, monkeypatch)
+    _same(together, apart)
+    assert len(together.samples) == 30 * 3 + 6 and set(together.problems["kind"]) == {
+        "malformed_json", "nan", "empty_line"}
+    parsed_together = queries[:len(queries) - 31]  # the rest: the files one by one, and the last record
+    assert len(parsed_together) < 5 and sum(parsed_together) >= 30
+    # and as it grows: each file gets a line, read as a refresh (small reads, parsed together too)
+    for k in range(30):
+        with open(folder / f"r{k:02d}.jsonl", "a") as f:
+            f.write(("\n" if k == 29 else "") + json.dumps(make_record(rng, 40, k, 6, progress=1.0)) + "\n")
+    assert together.refresh() is True and apart.refresh() is True
+    _same(together, apart)
+
+
+def test_per_step_files_of_other_formats_parsed_together(tmp_path, monkeypatch):
+    """verl and NeMo-RL write a file per step, the step in its name (read for records without one; NeMo's groups
+    are named by it): parsed together, each record keeps its own file's step and group."""
+    from formats import write_nemo, write_verl
+
+    write_verl(tmp_path / "verl", steps=range(1, 13), with_step=False)
+    together, apart, _ = _opened_both_ways(tmp_path / "verl", tmp_path / "v", monkeypatch, format="verl")
+    _same(together, apart)
+    assert sorted(set(together.samples["step"])) == list(range(1, 13))
+    write_nemo(tmp_path / "nemo", steps=range(1, 9))
+    together, apart, _ = _opened_both_ways(tmp_path / "nemo", tmp_path / "n", monkeypatch, format="nemo")
+    _same(together, apart)
+    groups = together.samples.groupby("step")["group_id"].nunique()
+    assert groups.tolist() == [2] * 8 and together.samples["group_id"].str.match(r"^\d+:").all()

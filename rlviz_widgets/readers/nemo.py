@@ -64,8 +64,9 @@ class NemoReader(RLBReader):
             ex["advantage"] = f"CASE WHEN isfinite({mean}) THEN {mean} END"  # NaN in it: reported, left empty
             nan_advantage = (f"CASE WHEN NOT isfinite({mean}) THEN 'nan|advantages holds NaN/Infinity at response "
                              f"tokens: the advantage is left empty' END")
-        if "group_id" not in mapped and self.file_step is not None:
-            ex["group_id"] = f"'{int(self.file_step)}:' || md5({ex['prompt']})[:12]"
+        if "group_id" not in mapped:  # a file with a step in its name: one group per prompt of the step
+            ex["group_id"] = (f"CASE WHEN fs IS NOT NULL THEN fs::VARCHAR || ':' || md5({ex['prompt']})[:12] "
+                              f"ELSE {ex['group_id']} END")
         ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"],
                                         nan_advantage)
         used |= {"content", "rewards", *TOKEN_KEYS}
