@@ -30,3 +30,14 @@ def test_ingest_quick_prints_the_table(tmp_path):
     assert "| (a) RL Logging Board load() |" in md and "| (c) open_run, warm cache |" in md
     # the generated log stays where it was asked to be, and the cache never went into it
     assert sorted(p.suffix for p in (tmp_path / "logs").iterdir() if p.suffix) == [".json", ".jsonl", ".jsonl"]
+
+
+def test_many_files_quick_prints_the_table(tmp_path):
+    out_md = tmp_path / "many_files_quick.md"
+    out = run_benchmark("many_files.py", "--quick", "--repeats", "1", "--out", str(out_md), timeout=600)
+    for case in ("one", "many", "apart"):
+        m = re.search(rf"^\| \({case}\) [^|]+\| ([0-9.]+) \| [0-9.]+ \| ([0-9.]+)x \|$", out, re.M)
+        assert m, f"no row for case ({case}) in:\n{out}"
+        assert float(m.group(1)) > 0 and (case != "one" or float(m.group(2)) == 1.0)
+    assert re.search(r"Parsing small files together: [0-9.]+x faster than one by one\.", out)
+    assert "| (many) a file per step |" in out_md.read_text()
