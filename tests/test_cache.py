@@ -1408,6 +1408,11 @@ def test_many_small_files_parsed_together_read_as_each_alone(tmp_path, monkeypat
     _same(together, apart)
     assert len(together.samples) == 30 * 3 + 6 and set(together.problems["kind"]) == {
         "malformed_json", "nan", "empty_line"}
+    # each file's part as that file alone gives it: a file of numbers keeps numbers (parsed with files of text,
+    # they were stored as text)
+    for cache in ("together", "apart"):
+        alone = rlviz_widgets.open_run(folder / "r01.jsonl", cache_dir=tmp_path / cache, progress=False)
+        assert alone.samples["mixed"].dropna().tolist() == [1.0] and alone.samples["mixed"].dtype == float
     parsed_together = queries[:len(queries) - 31]  # the rest: the files one by one, and the last record
     assert len(parsed_together) < 5 and sum(parsed_together) >= 30
     # and as it grows: each file gets a line, read as a refresh (small reads, parsed together too)

@@ -269,7 +269,7 @@ class RLBReader:
         else:
             raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
         odd = chunk.odd if chunk.odd is not None else self._odd_lines(chunk)
-        table = self._check(con, self._post(table), keys, problems, odd)
+        table = self._check(con, self._post(table), keys, problems, odd, apart=len(steps) > 1)
         con.unregister("raw")
         return table, problems
 
@@ -363,9 +363,11 @@ class RLBReader:
             t = t.set_column(t.schema.get_field_index("tokens"), "tokens", spell_ids(t["tokens"], self.tokenizer))
         return t
 
-    def _check(self, con, t: pa.Table, keys: list[str], problems: list[list], odd: np.ndarray) -> pa.Table | None:
+    def _check(self, con, t: pa.Table, keys: list[str], problems: list[list], odd: np.ndarray,
+               apart: bool = False) -> pa.Table | None:
         """The problems of a transformed chunk reported, its bad values emptied, its records without a step
-        dropped. ``odd``: the lines where a text field may not be a string."""
+        dropped. ``odd``: the lines where a text field may not be a string; ``apart``: the lines are of several
+        chunks (``parse_many``), whose custom fields' numbers and texts are kept apart for ``_split``."""
         line = t["line"].to_numpy()
         # step: required (flags come from SQL; Python only touches the bad rows)
         step_ok = _mask(pc.is_valid(t["step"]))
@@ -482,12 +484,10 @@ class RLBReader:
                     problems.append([int(kept[i]), "nan", f"{_short(key)} is {t['_f_' + key][i].as_py()}: left empty"])
                 if nums.null_count == len(nums) and strs.null_count == len(strs):
                     continue  # no scalar value here (lists, objects, or a key candidate that is not one)
-                if strs.null_count == len(strs):
-                    values = nums
-                elif nums.null_count == len(nums):
-                    values = strs
-                else:  # mixed: keep everything as text
-                    values = pc.coalesce(strs, number_text(nums))
+                if apart:  # chunks parsed together: each chunk's values are settled on their own (``_split``)
+                    out[stored_column(key) + _NUMBERS], out[stored_column(key) + _TEXTS] = nums, strs
+                    continue
+                values = _scalar_values(nums, strs)
                 # stored under a name made of the key alone; the run names the column (``column_names``)
                 out[stored_column(key)] = values
                 first_lines[key] = int(kept[np.flatnonzero(_mask(values.is_valid()))[0]])
@@ -550,6 +550,18 @@ def _register(con: duckdb.DuckDBPyConnection, raw: pa.Table, steps: list[int | N
     con.register("raw", pa.Table.from_batches(raw.to_batches(max_chunksize=max_chunksize)) if max_chunksize else raw)
 
 
+_NUMBERS, _TEXTS = "\x00n", "\x00s"  # a custom field's numbers and texts, kept apart for ``_split``
+
+
+def _scalar_values(nums: pa.ChunkedArray, strs: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
+    """A custom field's column: its numbers, its texts, or (a field mixing both) everything as text."""
+    if strs.null_count == len(strs):
+        return nums
+    if nums.null_count == len(nums):
+        return strs
+    return pc.coalesce(strs, number_text(nums))
+
+
 def _split(table: pa.Table | None, problems: list[list], n: int) -> list[tuple[pa.Table | None, list[list]]]:
     """A table and problems of ``n`` chunks parsed together (``parse_many``) as each chunk's, with its own line
     numbers; a column a chunk has no value in is left out of its table, as ``parse`` leaves it out."""
@@ -570,9 +582,19 @@ def _split(table: pa.Table | None, problems: list[list], n: int) -> list[tuple[p
         t = table.filter(pa.array(mask))
         own = line[mask] - j * BATCH_STRIDE
         t = t.set_column(t.schema.get_field_index("line"), "line", pa.array(own))
-        empty = [c for c in t.column_names if (c in ("group_id", "advantage") or c.startswith(STORED_PREFIX))
-                 and t[c].null_count == t.num_rows]
-        t = t.drop_columns(empty)
+        # a custom field as this chunk alone holds it: numbers, texts, or both as text (as ``_check`` settles it)
+        names, columns = [], []
+        for c in t.column_names:
+            if c.endswith(_NUMBERS):
+                nums, strs = t[c], t[c[:-len(_NUMBERS)] + _TEXTS]
+                if nums.null_count < t.num_rows or strs.null_count < t.num_rows:
+                    names.append(c[:-len(_NUMBERS)])
+                    columns.append(_scalar_values(nums, strs))
+            elif not c.endswith(_TEXTS):
+                names.append(c)
+                columns.append(t[c])
+        t = pa.Table.from_arrays(columns, names=names)
+        t = t.drop_columns([c for c in ("group_id", "advantage") if c in names and t[c].null_count == t.num_rows])
         first = {stored_key(c): int(own[np.flatnonzero(_mask(t[c].is_valid()))[0]])
                  for c in t.column_names if c.startswith(STORED_PREFIX)}
         out.append((t.replace_schema_metadata({FIRST_LINES: json.dumps(first)}), found[j]))
