@@ -57,6 +57,7 @@ HEAD_BYTES = 4096
 # one every 4 KB, files of 365 KB took 4 ms more each)
 SAMPLES, SAMPLE_EVERY, SAMPLE_BYTES = 16, 64 << 10, 32
 BATCH_BYTES = 4 << 20  # chunks smaller than this (small files) are parsed several at once: a query costs ~8 ms
+BATCH_CHUNKS = 256  # at most this many at once (splitting the result back takes a pass over it per chunk)
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
 COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
 RETIRED_GRACE_S = 600.0  # parts merged away are deleted this long after: queries begun on them end first
@@ -290,6 +291,7 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                     on_file_done()
 
             batch: list[tuple[int, linereader.Chunk]] = []  # small chunks (of small files) parsed together
+            batch_bytes = [0]
 
             def parse_batch() -> None:
                 parse_many = getattr(reader, "parse_many", None)
@@ -303,6 +305,7 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                         writes[-MAX_PENDING_WRITES].wait()  # the next chunk, so parsed tables do not pile up
                     writes.append(_add_part(*jobs[i], table, problems, writer))
                 batch.clear()
+                batch_bytes[0] = 0
 
             for i, chunk in reading:
                 cache, state = jobs[i]
@@ -310,13 +313,14 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
                 # a whole small file waits for others; a file's first chunk of more does not (its parse starts
                 # while the rest is read)
                 waits = size < BATCH_BYTES and chunk.final
-                if not waits or sum(c.end - c.start for _, c in batch) + size > BATCH_BYTES:
+                if not waits or batch_bytes[0] + size > BATCH_BYTES or len(batch) >= BATCH_CHUNKS:
                     parse_batch()
                 seen[i].add(chunk.buffer[:size])
                 if waits:  # its lines copied, the buffer goes back to the reader
                     chunk.lines = pa.concat_arrays([chunk.lines, pa.array([], pa.large_string())])
                     pool.put(chunk)
                 batch.append((i, chunk))
+                batch_bytes[0] += size
                 if not waits:
                     parse_batch()
                     pool.put(chunk)  # parsed: the part holds copies of everything kept; the reader may go on

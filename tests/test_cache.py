@@ -1437,3 +1437,16 @@ def test_per_step_files_of_other_formats_parsed_together(tmp_path, monkeypatch):
     _same(together, apart)
     groups = together.samples.groupby("step")["group_id"].nunique()
     assert groups.tolist() == [2] * 8 and together.samples["group_id"].str.match(r"^\d+:").all()
+
+
+def test_a_batch_of_small_files_is_capped(tmp_path, monkeypatch):
+    """Thousands of tiny files: a batch holds at most BATCH_CHUNKS of them (its size was checked by summing every
+    chunk held, at each new one, and its split takes a pass per chunk)."""
+    folder = tmp_path / "logs"
+    rng = random.Random(2)
+    for k in range(10):
+        write_lines(folder / f"r{k}.jsonl", [make_record(rng, k, 0, 4, progress=0.5)])
+    monkeypatch.setattr(cachemod, "BATCH_CHUNKS", 3)
+    together, apart, queries = _opened_both_ways(folder, tmp_path, monkeypatch)
+    _same(together, apart)
+    assert queries[:4] == [3, 3, 3, 1] and len(together.samples) == 10
