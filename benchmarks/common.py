@@ -37,6 +37,15 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def add_worker_args(ap, cases) -> None:
+    """The hidden arguments of a benchmark's worker mode (``run_worker``: one measurement in its own process)."""
+    import argparse
+
+    ap.add_argument("--worker", choices=sorted(cases), help=argparse.SUPPRESS)
+    ap.add_argument("--logdir", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", help=argparse.SUPPRESS)
+
+
 def run_worker(script: str | Path, args: list[str]) -> dict:
     """Runs ``script --worker *args`` in its own process; returns the JSON of its last stdout line."""
     cmd = [sys.executable, str(Path(script).resolve()), "--worker", *args]

@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import now, peak_rss_mb, run_worker, write_results  # noqa: E402
+from benchmarks.common import add_worker_args, now, peak_rss_mb, run_worker, write_results  # noqa: E402
 
 FULL = {"steps": 50, "samples_per_step": 256, "tokens": 256, "ranks": 4, "min_mb": 300}
 QUICK = {"steps": 8, "samples_per_step": 64, "tokens": 448, "ranks": 2, "min_mb": 20}
@@ -146,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, help="markdown output (default benchmarks/results/ingest[_quick].md)")
-    ap.add_argument("--worker", choices=sorted(CASES), help=argparse.SUPPRESS)
-    ap.add_argument("--logdir", help=argparse.SUPPRESS)
-    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    add_worker_args(ap, CASES)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.logdir, args.cache)))
