@@ -46,6 +46,14 @@ def add_worker_args(ap, cases) -> None:
     ap.add_argument("--cache", help=argparse.SUPPRESS)
 
 
+def run_as_worker(args, worker) -> bool:
+    """In worker mode (``add_worker_args``), the one measurement printed as a JSON line; whether it was."""
+    if not args.worker:
+        return False
+    print(json.dumps(worker(args.worker, args.logdir, args.cache)))
+    return True
+
+
 def run_worker(script: str | Path, args: list[str]) -> dict:
     """Runs ``script --worker *args`` in its own process; returns the JSON of its last stdout line."""
     cmd = [sys.executable, str(Path(script).resolve()), "--worker", *args]

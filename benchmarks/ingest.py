@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_worker_args, now, peak_rss_mb, run_worker, write_results  # noqa: E402
+from benchmarks.common import add_worker_args, now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
 
 FULL = {"steps": 50, "samples_per_step": 256, "tokens": 256, "ranks": 4, "min_mb": 300}
 QUICK = {"steps": 8, "samples_per_step": 64, "tokens": 448, "ranks": 2, "min_mb": 20}
@@ -148,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="markdown output (default benchmarks/results/ingest[_quick].md)")
     add_worker_args(ap, CASES)
     args = ap.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.logdir, args.cache)))
+    if run_as_worker(args, worker):
         return 0
 
     spec = QUICK if args.quick else FULL

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_worker_args, now, run_worker, write_results  # noqa: E402
+from benchmarks.common import add_worker_args, now, run_as_worker, run_worker, write_results  # noqa: E402
 
 FULL = {"files": 200, "samples": 32, "tokens": 128}
 QUICK = {"files": 20, "samples": 16, "tokens": 64}
@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="markdown output (default benchmarks/results/many_files[_quick].md)")
     add_worker_args(ap, CASES)
     args = ap.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.logdir, args.cache)))
+    if run_as_worker(args, worker):
         return 0
 
     spec = QUICK if args.quick else FULL
