@@ -434,3 +434,26 @@ def test_nemo_nan_advantages_and_id_messages(tmp_path, cache_dir):
     shard.write_text(json.dumps(dict(recs[0], response_tokens=5)) + "\n")
     assert _problems(_open(tmp_path / "traces", cache_dir)) == [
         [1, "wrong_type", "response_tokens is not a list of token ids: ignored"]]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_count_literal_counts_as_count_substring(large):
+    """The pad-token count of the responses (a numpy search) gives what Arrow's count_substring gives: matches at
+    either end of a text, none across two texts, nulls kept, sliced and chunked arrays, text that is not ASCII."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from rlviz_widgets.readers.rlb import count_literal
+
+    texts = ["", "<PAD>", "<PAD><PAD>x<PAD>", "a<PA", "D>b", None, "<<PAD>>", "é<PAD>ü<PAD", "PAD>", "<P<PAD>",
+             "no pad here", "<PAD" * 3, "ab<PAD>", None, "<PAD>"]
+    typ = pa.large_string() if large else pa.string()
+    arr = pa.array(texts, typ)
+    for a in (arr, arr.slice(3), arr.slice(2, 9), arr.slice(5, 0), pa.chunked_array([arr.slice(0, 4), arr.slice(4)]),
+              pa.array([None, None], typ), pa.array([], typ)):
+        want, got = pc.count_substring(a, "<PAD>"), count_literal(a, "<PAD>")
+        assert got.type == want.type
+        assert got.to_pylist() == want.to_pylist()
+    assert count_literal(arr, "<PAD>").to_pylist()[:4] == [0, 1, 3, 0]
+    # a needle whose matches may overlap is counted by count_substring itself
+    assert count_literal(pa.array(["aaaa"], typ), "aa").to_pylist() == [2]

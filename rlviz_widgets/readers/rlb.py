@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..custom_columns import FIRST_LINES, STORED_PREFIX, number_text, stored_column, stored_key
-from ..lines import Chunk, line_bytes
+from ..lines import Chunk, find_byte, line_bytes
 from ..metrics import ARRAYS, with_reductions
 from ..problems import short as _short
 from .jsonkeys import LONG_KEY, candidate_keys, odd_values
@@ -369,6 +369,7 @@ class RLBReader:
         dropped. ``odd``: the lines where a text field may not be a string; ``apart``: the lines are of several
         chunks (``parse_many``), whose custom fields' numbers and texts are kept apart for ``_split``."""
         line = t["line"].to_numpy()
+        names = self.fields()  # the file's own name of each common field (asked once: a report per row asks)
         # step: required (flags come from SQL; Python only touches the bad rows)
         step_ok = _mask(pc.is_valid(t["step"]))
         for i in np.flatnonzero(_mask(pc.is_valid(t["_p_step"]))).tolist():
@@ -409,7 +410,7 @@ class RLBReader:
             flags = t[f"_p_{f}"]
             for i in np.flatnonzero(_mask(pc.is_valid(flags)) & step_ok).tolist():
                 kind, value = flags[i].as_py(), t[f"_v_{f}"][i].as_py()
-                key = self.fields()[f]  # the file's own name for it
+                key = names[f]
                 if kind == "missing":
                     if f == "reward":
                         problems.append([int(line[i]), "missing_reward", f"no {key}: left empty"])
@@ -422,7 +423,7 @@ class RLBReader:
         lens = {}
         for f in ("tokens", *ARRAYS):
             col = t[f]  # chunked as DuckDB made it: joining the chunks would copy every token
-            key = self.fields()[f]
+            key = names[f]
             nulls = _mask(col.is_null()) & step_ok
             if key in keys and nulls.any():
                 cand = line[nulls].tolist()
@@ -444,7 +445,7 @@ class RLBReader:
             hi = np.where(has, stack, -np.inf).max(axis=0)
             lo = np.where(has, stack, np.inf).min(axis=0)
             for i in np.flatnonzero((hi != lo) & np.isfinite(hi) & step_ok).tolist():
-                desc = ", ".join(f"{self.fields()[f]}={int(lens[f][i])}"
+                desc = ", ".join(f"{names[f]}={int(lens[f][i])}"
                                  for f in present if not np.isnan(lens[f][i]))
                 problems.append([int(line[i]), "length_mismatch",
                                  f"token arrays differ in length ({desc}): missing values left empty"])
@@ -460,8 +461,7 @@ class RLBReader:
         out["ground_truth"] = t["ground_truth"]
         out["response_chars"] = pc.utf8_length(t["response"])
         # the characters of default pad tokens in it: the run shows responses without them (``pad_token``)
-        out["response_pad_chars"] = pc.multiply(pc.count_substring(t["response"], DEFAULT_PAD_TOKEN),
-                                                len(DEFAULT_PAD_TOKEN))
+        out["response_pad_chars"] = pc.multiply(count_literal(t["response"], DEFAULT_PAD_TOKEN), len(DEFAULT_PAD_TOKEN))
         for name in ("group_id", "advantage"):  # optional: only where the log has them
             if t[name].null_count < t.num_rows:
                 out[name] = t[name]
@@ -599,6 +599,33 @@ def _split(table: pa.Table | None, problems: list[list], n: int) -> list[tuple[p
                  for c in t.column_names if c.startswith(STORED_PREFIX)}
         out.append((t.replace_schema_metadata({FIRST_LINES: json.dumps(first)}), found[j]))
     return out
+
+
+def count_literal(texts: pa.ChunkedArray | pa.Array, needle: str) -> pa.ChunkedArray | pa.Array:
+    """How often ``needle`` occurs in each text, as ``pc.count_substring`` counts it (null for null), ~6x faster:
+    the places of its first byte are found in the texts' bytes with numpy, and the rest compared there only
+    (count_substring took ~5% of a cold open, for the pad tokens in the responses). A needle whose first byte
+    recurs in it, whose matches may overlap, is left to count_substring."""
+    raw = needle.encode()
+    if not raw or raw[0] in raw[1:]:
+        return pc.count_substring(texts, needle)
+    if isinstance(texts, pa.ChunkedArray):
+        return pa.chunked_array([count_literal(c, needle) for c in texts.chunks],
+                                type=pa.int64() if pa.types.is_large_string(texts.type) else pa.int32())
+    large = pa.types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], np.int64 if large else np.int32)[texts.offset:][:len(texts) + 1]
+    counts = np.zeros(len(texts), np.int64)
+    if len(texts) and offsets[-1] > offsets[0]:
+        data = np.frombuffer(texts.buffers()[2], np.uint8)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        at = find_byte(data[lo:hi], raw[0]) + lo
+        for k, b in enumerate(raw[1:], 1):
+            at = at[at + k < hi]
+            at = at[data[at + k] == b]
+        row = np.searchsorted(offsets, at, side="right") - 1
+        inside = at + len(raw) <= offsets[row + 1]  # not across the end of one text into the next
+        counts = np.bincount(row[inside], minlength=len(texts))
+    return pa.array(counts, pa.int64() if large else pa.int32(), mask=_mask(texts.is_null()))
 
 
 def _per_row(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
