@@ -408,12 +408,14 @@ class RLBReader:
             if f"_p_{f}" not in t.column_names:
                 continue
             flags = t[f"_p_{f}"]
-            for i in np.flatnonzero(_mask(pc.is_valid(flags)) & step_ok).tolist():
+            flagged = _mask(pc.is_valid(flags)) & step_ok
+            if f != "reward":  # only a missing reward is reported: most logs have no ref_reward (or advantage)
+                flagged &= ~_mask(pc.equal(flags, "missing"))
+            for i in np.flatnonzero(flagged).tolist():
                 kind, value = flags[i].as_py(), t[f"_v_{f}"][i].as_py()
                 key = names[f]
                 if kind == "missing":
-                    if f == "reward":
-                        problems.append([int(line[i]), "missing_reward", f"no {key}: left empty"])
+                    problems.append([int(line[i]), "missing_reward", f"no {key}: left empty"])
                 elif kind == "type":
                     problems.append([int(line[i]), "wrong_type", f"{key} is {_short(value)}, not a number: left empty"])
                 else:
@@ -609,9 +611,8 @@ def count_literal(texts: pa.ChunkedArray | pa.Array, needle: str) -> pa.ChunkedA
     raw = needle.encode()
     if not raw or raw[0] in raw[1:]:
         return pc.count_substring(texts, needle)
-    if isinstance(texts, pa.ChunkedArray):
-        return pa.chunked_array([count_literal(c, needle) for c in texts.chunks],
-                                type=pa.int64() if pa.types.is_large_string(texts.type) else pa.int32())
+    if isinstance(texts, pa.ChunkedArray):  # joined: a search costs ~0.2 ms however few the texts
+        texts = texts.combine_chunks()
     large = pa.types.is_large_string(texts.type)
     offsets = np.frombuffer(texts.buffers()[1], np.int64 if large else np.int32)[texts.offset:][:len(texts) + 1]
     counts = np.zeros(len(texts), np.int64)
