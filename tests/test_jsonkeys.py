@@ -86,3 +86,26 @@ def test_odd_values_finds_every_text_key_holding_a_non_string():
     assert odd_values(lines, None, ["prompt", "response"]).tolist() == [1, 2, 3, 6, 7]
     assert odd_values(lines.slice(2, 2), None, ["prompt"]).tolist() == [0]
     assert odd_values(lines, None, []).tolist() == []
+
+
+def test_equal_at_matches_a_byte_by_byte_comparison():
+    """The word-at-a-time comparison behind the key search agrees with slicing, for patterns of 1-24 bytes, at
+    the very start and end of the bytes, and on buffers shorter than a word."""
+    import numpy as np
+
+    from rlviz_widgets.readers.jsonkeys import equal_at
+
+    rng = np.random.default_rng(7)
+    for size in (3, 7, 8, 9, 64, 1000):
+        data = rng.integers(97, 100, size).astype(np.uint8)  # few letters: many near-matches
+        for n in range(1, 25):
+            if n > size:
+                continue
+            for pat_at in (0, size - n, size // 2 - n // 2):
+                pattern = data[pat_at:pat_at + n].tobytes()
+                starts = np.arange(0, size - n + 1)
+                want = np.array([data[s:s + n].tobytes() == pattern for s in starts])
+                got = equal_at(data, starts, pattern)
+                assert got.tolist() == want.tolist(), (size, n, pat_at)
+                assert got[pat_at]
+    assert equal_at(np.frombuffer(b"abcdefghij", np.uint8), np.zeros(0, np.int64), b"abcdefghi").tolist() == []

@@ -90,14 +90,13 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
     # three or more blanks before the colon (rare): the line is looked at whatever the key
     hit = _blank(data[np.maximum(c - 1, 0)]) & _blank(data[np.maximum(c - 2, 0)]) & _blank(data[np.maximum(c - 3, 0)])
     for key in keys:
-        raw = np.frombuffer(json.dumps(key, ensure_ascii=False).encode(), dtype=np.uint8)  # with its quotes
+        raw = json.dumps(key, ensure_ascii=False).encode()  # with its quotes
         for gap in (0, 1, 2):  # blanks between the key and its colon
             start = c - gap - len(raw)
             ok = start >= 0
             for k in range(1, gap + 1):
                 ok &= _blank(data[np.maximum(c - k, 0)])
-            s = start[ok]
-            ok[ok] = (data[s[:, None] + np.arange(len(raw))] == raw).all(axis=1)
+            ok[ok] = equal_at(data, start[ok], raw)
             hit |= ok
     return np.unique(np.searchsorted(offsets - offsets[0], c[hit], side="right") - 1)
 
@@ -112,6 +111,22 @@ def _bytes(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None) -> tupl
     else:
         colons = colons[(colons >= offsets[0]) & (colons < offsets[-1])] - offsets[0]
     return offsets, data, colons
+
+
+def equal_at(data: np.ndarray, starts: np.ndarray, pattern: bytes) -> np.ndarray:
+    """Whether ``data[s:s + len(pattern)] == pattern`` for each ``s`` in ``starts`` (every window inside ``data``).
+
+    Compared 8 bytes at a time (a key is 5-20 bytes): a gather per byte, as (starts x bytes) index arrays, was
+    most of the time spent finding the keys."""
+    n = len(pattern)
+    starts = np.asarray(starts, dtype=np.int64)
+    if n < 8 or len(data) < 8:
+        return (data[starts[:, None] + np.arange(n)] == np.frombuffer(pattern, np.uint8)).all(axis=1)
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))  # 8 bytes at every offset
+    same = np.ones(len(starts), dtype=bool)
+    for j in (*range(0, n - 8, 8), n - 8):  # the last word overlaps the one before when n is no multiple of 8
+        same &= words[starts + j] == np.frombuffer(pattern[j:j + 8], "<u8")[0]
+    return same
 
 
 def _blank(b):
@@ -142,7 +157,7 @@ def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
                 n = len(key) + 1
                 ok = members >= n
                 at = members[ok]
-                same = (data[at[:, None] + np.arange(-n, 0)] == np.frombuffer(b'"' + key, np.uint8)).all(axis=1)
+                same = equal_at(data, at - n, b'"' + key)
                 same &= (at == n) | (data[np.maximum(at - n - 1, 0)] != BACKSLASH)
                 ok[ok] = same
                 members = members[~ok]
