@@ -7,6 +7,8 @@ the token count, mean and sum of log_ratio and kl, mean logprob, mean value, sum
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 
@@ -31,6 +33,19 @@ def _flat(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.n
     return vals, offsets - offsets[0], ~arr.is_null().to_numpy(zero_copy_only=False)
 
 
+_scratch = threading.local()
+
+
+def _doubles(n: int, k: int) -> np.ndarray:
+    """This thread's float64 scratch array ``k`` (0-2), ``n`` long: reused from part to part. Fresh arrays for
+    every part (the log-ratios, the KLs, float32 values widened for their sums) cost as much again in page
+    faults as the arithmetic on them."""
+    bufs = _scratch.__dict__.setdefault("bufs", [np.empty(0)] * 3)
+    if len(bufs[k]) < n:
+        bufs[k] = np.empty(n + n // 4)
+    return bufs[k][:n]
+
+
 def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-row sum and count of the finite values."""
     counts = np.diff(offsets)
@@ -39,7 +54,11 @@ def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndar
         sums = np.zeros(len(counts))
         rows = counts > 0
         if rows.any():  # reduceat over the non-empty rows only: each one's segment ends where the next begins
-            sums[rows] = np.add.reduceat(vals, offsets[:-1][rows], dtype=np.float64)
+            if vals.dtype != np.float64:  # summed in float64: widened into scratch (reduceat would allocate)
+                wide = _doubles(len(vals), 2)
+                np.copyto(wide, vals)
+                vals = wide
+            sums[rows] = np.add.reduceat(vals, offsets[:-1][rows])
         return sums, counts
     csum = np.concatenate([[0.0], np.cumsum(np.where(ok, vals, 0.0), dtype=np.float64)])
     ccnt = np.concatenate([[0], np.cumsum(ok)])
@@ -76,7 +95,7 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     if "logprobs" in flat and "ref_logprobs" in flat:
         (lp, lo, _), (rp, ro, _) = flat["logprobs"], flat["ref_logprobs"]
         if np.array_equal(lo, ro):
-            lr = np.subtract(lp, rp, dtype=np.float64)
+            lr = np.subtract(lp, rp, out=_doubles(len(lp), 0), dtype=np.float64)
             offs = lo
         else:  # some rows differ in length: align position by position, row by row
             parts = []
@@ -89,7 +108,7 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
             lr = np.concatenate(parts) if parts else np.zeros(0)
             offs = np.asarray(offs)
         with np.errstate(over="ignore", invalid="ignore"):
-            kl = np.exp(lr)  # exp(lr) - 1 - lr, in place: one array, not three
+            kl = np.exp(lr, out=_doubles(len(lr), 1))  # exp(lr) - 1 - lr, in place: one array, not three
             kl -= 1
             kl -= lr
         s, n = _segment(lr, offs)

@@ -421,3 +421,43 @@ def test_rows_keep_the_order_asked_and_ids_asked_twice(synth_logs, open_run):
     run = open_run(folder)
     a, b, c = run.samples["sample_id"].tolist()[:3]
     assert run.rows([c, a, c, b])["sample_id"].tolist() == [c, a, c, b]
+
+
+def test_per_sample_reductions_own_their_results():
+    """The reductions reuse scratch arrays from part to part: what one part got is not changed by the next, and
+    every value is the float64 reference (float32 lists, rows of different lengths, empty and null rows)."""
+    import pyarrow as pa
+
+    from rlviz_widgets.metrics import per_sample
+
+    rng = np.random.default_rng(3)
+
+    def part(rows: int):
+        lens = rng.integers(0, 40, rows)
+        lp = [rng.normal(-1, 0.5, n).astype(np.float32).tolist() for n in lens]
+        rp = [(np.asarray(x, np.float32) + rng.normal(0, 0.1, len(x)).astype(np.float32)).tolist() for x in lp]
+        vals = [rng.normal(0, 1, n).astype(np.float32).tolist() for n in lens]
+        lp[1] = rp[1] = vals[1] = None
+        f32 = pa.list_(pa.float32())
+        return pa.table({"logprobs": pa.array(lp, f32), "ref_logprobs": pa.array(rp, f32),
+                         "values": pa.array(vals, f32)}), lp, rp, vals
+
+    small, big = part(50), part(400)
+    first = per_sample(small[0])
+    kept = {k: np.array(v, dtype=float) for k, v in first.items()}
+    per_sample(big[0])
+    again = per_sample(small[0])
+    for k in kept:
+        np.testing.assert_array_equal(np.array(first[k], dtype=float), kept[k], err_msg=k)
+        np.testing.assert_array_equal(np.array(again[k], dtype=float), kept[k], err_msg=k)
+    _, lp, rp, vals = small
+    for i in range(50):
+        if not lp[i]:
+            assert np.isnan(kept["kl_mean"][i]) and np.isnan(kept["value_mean"][i])
+            continue
+        lr = np.asarray(lp[i], np.float32).astype(np.float64) - np.asarray(rp[i], np.float32).astype(np.float64)
+        kl = np.exp(lr) - 1 - lr
+        assert kept["log_ratio_sum"][i] == pytest.approx(lr.sum(), rel=1e-12, abs=1e-12)
+        assert kept["kl_mean"][i] == pytest.approx(kl.mean(), rel=1e-9, abs=1e-15)
+        assert kept["value_mean"][i] == pytest.approx(np.asarray(vals[i], np.float32).astype(np.float64).mean(),
+                                                      rel=1e-12, abs=1e-12)
