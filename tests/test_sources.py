@@ -369,6 +369,7 @@ def test_a_followed_run_whose_files_are_all_gone_is_empty_not_an_error(tmp_path,
     a.unlink()
     assert run.refresh() is True
     assert len(run.samples) == 0 and kinds(run) == [("rank0.jsonl", "file_removed")] and len(run.files) == 0
+    assert "token arrays: none (no samples)" in run.summary()  # not "a sample-level log"
     a.write_bytes(data)
     assert run.refresh() is True and len(run.samples) == 2 and run.problems.empty
 
