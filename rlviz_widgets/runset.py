@@ -85,8 +85,23 @@ class RunSet(Run):
         self._extras()  # custom fields named over every run's keys at once, before any run's SQL asks
 
     def refresh(self, _first: bool = False) -> bool:
-        changed = any([r.refresh() for r in self.runs.values()])  # every run looks, not just the first
-        return self._sync() or changed
+        """Every run reads what is new; True if anything changed. A run whose refresh fails (a disk full, a
+        cache dir gone read-only) does not keep the others from theirs: its error is raised once the set shows
+        them, naming the run."""
+        changed, failed = False, []
+        for name, r in self.runs.items():
+            try:
+                changed = r.refresh() or changed
+            except Exception as e:  # noqa: BLE001 - raised below, after the others
+                failed.append((name, e))
+        synced = self._sync()
+        if failed:
+            name, e = failed[0]
+            others = f"; {len(failed) - 1} more run(s) failed too" if len(failed) > 1 else ""
+            if hasattr(e, "add_note"):  # Python 3.11+
+                e.add_note(f"(refreshing run {name!r} of the set; the other runs were refreshed{others})")
+            raise e
+        return synced or changed
 
     def _sync(self) -> bool:
         """Follow the runs: one refreshed on its own (a view following it) changed its parts and token files,

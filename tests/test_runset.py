@@ -135,3 +135,30 @@ def test_one_log_in_two_runs_of_a_set_is_named(two, tmp_path):
     b = rw.open_run(two["baseline"], cache_dir=tmp_path / "c", progress=False, max_samples_per_step=1)
     with pytest.raises(ValueError, match="runs 'a' and 'b' both read .*rank0.jsonl: a RunSet holds runs of different"):
         RunSet({"a": a, "b": b})
+
+
+def test_a_run_failing_to_refresh_does_not_stop_the_others(tmp_path, open_run, monkeypatch):
+    """One run's refresh failing (a disk full): the runs after it in the set were never refreshed, and the set
+    did not follow those before it. Now every run reads, the set shows them, and the error names the run."""
+    import json
+    import sys
+
+    write_log(tmp_path / "a", steps=2, samples_per_step=3, tokens=5, ranks=1, seed=1)
+    write_log(tmp_path / "b", steps=2, samples_per_step=3, tokens=5, ranks=1, seed=2)
+    a, b = open_run(tmp_path / "a"), open_run(tmp_path / "b")
+    rs = RunSet({"a": a, "b": b})
+    assert len(rs.samples) == 12
+    log = next((tmp_path / "b").glob("*.jsonl"))
+    first = json.loads(log.read_text().splitlines()[0])
+    with open(log, "a") as f:
+        f.write(json.dumps(dict(first, step=7)) + "\n")
+
+    def full(_first=False):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(a, "refresh", full)
+    with pytest.raises(OSError, match="No space left") as err:
+        rs.refresh()
+    if sys.version_info >= (3, 11):
+        assert "refreshing run 'a' of the set" in "".join(err.value.__notes__)
+    assert len(b.samples) == 7 and len(rs.samples) == 13 and rs.step_values[-1] == 7
