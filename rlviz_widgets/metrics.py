@@ -47,22 +47,25 @@ def _doubles(n: int, k: int) -> np.ndarray:
 
 
 def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row sum and count of the finite values."""
+    """Per-row sum and count of the finite values, each row summed on its own (running totals subtracted at the
+    row ends lost every digit of the rows after one huge value: a KL of 1e17 made later samples' sums 0)."""
     counts = np.diff(offsets)
+    sums = np.zeros(len(counts))
+    rows = counts > 0
     ok = np.isfinite(vals)
-    if ok.all():  # the usual case: one pass, no masks
-        sums = np.zeros(len(counts))
-        rows = counts > 0
-        if rows.any():  # reduceat over the non-empty rows only: each one's segment ends where the next begins
-            if vals.dtype != np.float64:  # summed in float64: widened into scratch (reduceat would allocate)
-                wide = _doubles(len(vals), 2)
-                np.copyto(wide, vals)
-                vals = wide
-            sums[rows] = np.add.reduceat(vals, offsets[:-1][rows])
+    clean = ok.all()  # the usual case: no masks
+    if rows.any():  # reduceat over the non-empty rows only: each one's segment ends where the next begins
+        if vals.dtype != np.float64 or not clean:  # summed in float64, non-finite values as 0: in scratch (reduceat
+            wide = _doubles(len(vals), 2)  # would allocate its own float64 copy)
+            np.copyto(wide, vals)
+            if not clean:
+                wide[~ok] = 0.0
+            vals = wide
+        sums[rows] = np.add.reduceat(vals, offsets[:-1][rows])
+    if clean:
         return sums, counts
-    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, vals, 0.0), dtype=np.float64)])
-    ccnt = np.concatenate([[0], np.cumsum(ok)])
-    return csum[offsets[1:]] - csum[offsets[:-1]], ccnt[offsets[1:]] - ccnt[offsets[:-1]]
+    ccnt = np.concatenate([[0], np.cumsum(ok)])  # integers: exact
+    return sums, ccnt[offsets[1:]] - ccnt[offsets[:-1]]
 
 
 def _mean(s: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -97,16 +100,12 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
         if np.array_equal(lo, ro):
             lr = np.subtract(lp, rp, out=_doubles(len(lp), 0), dtype=np.float64)
             offs = lo
-        else:  # some rows differ in length: align position by position, row by row
-            parts = []
-            offs = [0]
-            for i in range(rows):
-                a, b = lp[lo[i]:lo[i + 1]], rp[ro[i]:ro[i + 1]]
-                m = min(len(a), len(b))
-                parts.append(np.subtract(a[:m], b[:m], dtype=np.float64))
-                offs.append(offs[-1] + m)
-            lr = np.concatenate(parts) if parts else np.zeros(0)
-            offs = np.asarray(offs)
+        else:  # some rows differ in length: each row's first min(len) positions paired
+            m = np.minimum(np.diff(lo), np.diff(ro))
+            offs = np.concatenate([[0], np.cumsum(m)])
+            row = np.repeat(np.arange(len(m)), m)
+            pos = np.arange(offs[-1]) - offs[row]
+            lr = np.subtract(lp[lo[row] + pos], rp[ro[row] + pos], dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
             kl = np.exp(lr, out=_doubles(len(lr), 1))  # exp(lr) - 1 - lr, in place: one array, not three
             kl -= 1

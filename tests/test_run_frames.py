@@ -461,3 +461,34 @@ def test_per_sample_reductions_own_their_results():
         assert kept["kl_mean"][i] == pytest.approx(kl.mean(), rel=1e-9, abs=1e-15)
         assert kept["value_mean"][i] == pytest.approx(np.asarray(vals[i], np.float32).astype(np.float64).mean(),
                                                       rel=1e-12, abs=1e-12)
+
+
+def test_per_sample_sums_are_each_rows_own():
+    """A part with a null logprob (non-finite values: the masked path) and one huge KL, and rows whose logprobs
+    and ref_logprobs differ in length: every sample's sums are its own tokens' (running totals over the part,
+    subtracted at row ends, made every later sample's kl_sum 0 after the KL of 2e17)."""
+    import pyarrow as pa
+
+    from rlviz_widgets.metrics import per_sample
+
+    rng = np.random.default_rng(5)
+    rows = 300
+    lp = [rng.normal(-1, 0.3, 20).astype(np.float32).tolist() for _ in range(rows)]
+    rp = [(np.asarray(x, np.float32) + rng.normal(0, 0.05, 20).astype(np.float32)).tolist() for x in lp]
+    lp[3][4] = None  # a null value: the part takes the masked path
+    rp[10][0] = -40.0  # lr = 40 or so: kl ~ 2e17
+    rp[20] = rp[20][:15]  # unequal lengths: the first 15 paired
+    lp[30] = lp[30][:9]
+    f32 = pa.list_(pa.float32())
+    out = per_sample(pa.table({"logprobs": pa.array(lp, f32), "ref_logprobs": pa.array(rp, f32)}))
+    for i in range(rows):
+        a = np.array([np.nan if v is None else v for v in lp[i]], np.float32).astype(np.float64)
+        b = np.asarray(rp[i], np.float32).astype(np.float64)
+        m = min(len(a), len(b))
+        lr = a[:m] - b[:m]
+        lr = lr[np.isfinite(lr)]
+        kl = np.exp(lr) - 1 - lr
+        assert out["kl_sum"][i] == pytest.approx(kl.sum(), rel=1e-12), i
+        assert out["kl_mean"][i] == pytest.approx(kl.mean(), rel=1e-12), i
+        assert out["log_ratio_sum"][i] == pytest.approx(lr.sum(), rel=1e-12, abs=1e-13), i
+        assert out["logprob_mean"][i] == pytest.approx(np.nanmean(a), rel=1e-12), i
