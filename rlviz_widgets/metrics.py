@@ -47,15 +47,17 @@ def _doubles(n: int, k: int) -> np.ndarray:
 
 
 def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row sum and count of the finite values, each row summed on its own (running totals subtracted at the
-    row ends lost every digit of the rows after one huge value: a KL of 1e17 made later samples' sums 0)."""
+    """Per-row sum and count of the values that are not NaN (missing: a null in the log), each row summed on its
+    own (running totals subtracted at the row ends lost every digit of the rows after one huge value: a KL of
+    1e17 made later samples' sums 0). An infinite value is kept: a KL that overflows (a log-ratio past ~709)
+    makes its sample's KL infinite, as ``tokens()`` shows it, not 0."""
     counts = np.diff(offsets)
     sums = np.zeros(len(counts))
     rows = counts > 0
-    ok = np.isfinite(vals)
+    ok = ~np.isnan(vals)
     clean = ok.all()  # the usual case: no masks
     if rows.any():  # reduceat over the non-empty rows only: each one's segment ends where the next begins
-        if vals.dtype != np.float64 or not clean:  # summed in float64, non-finite values as 0: in scratch (reduceat
+        if vals.dtype != np.float64 or not clean:  # summed in float64, missing values as 0: in scratch (reduceat
             wide = _doubles(len(vals), 2)  # would allocate its own float64 copy)
             np.copyto(wide, vals)
             if not clean:

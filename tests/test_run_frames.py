@@ -492,3 +492,23 @@ def test_per_sample_sums_are_each_rows_own():
         assert out["kl_mean"][i] == pytest.approx(kl.mean(), rel=1e-12), i
         assert out["log_ratio_sum"][i] == pytest.approx(lr.sum(), rel=1e-12, abs=1e-13), i
         assert out["logprob_mean"][i] == pytest.approx(np.nanmean(a), rel=1e-12), i
+
+
+def test_an_overflowing_kl_makes_the_samples_kl_infinite(tmp_path, open_run):
+    """A log-ratio past ~709.8 (a reference logprob of a masked logit) makes the token's k3 KL infinite:
+    the sample's kl_mean and kl_sum were 0 (the token left out as if missing), while tokens() showed inf."""
+    import json
+
+    (tmp_path / "logs").mkdir()
+    recs = [{"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "response_tokens": ["a", "b"],
+             "logprobs": [-0.1, -0.1], "ref_logprobs": [-0.1, -800.0]},
+            {"step": 0, "prompt": "p", "response": "r", "reward": 2.0, "response_tokens": ["a", "b"],
+             "logprobs": [-0.5, None], "ref_logprobs": [-0.4, -0.3]}]
+    (tmp_path / "logs" / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = open_run(tmp_path / "logs")
+    s = run.samples.sort_values("line")
+    assert np.isinf(s.kl_mean.iloc[0]) and np.isinf(s.kl_sum.iloc[0])
+    assert np.isinf(run.tokens([int(s.sample_id.iloc[0])]).kl).any()
+    lr = float(np.float32(-0.5)) - float(np.float32(-0.4))  # the second sample: its null logprob left out
+    assert s.kl_mean.iloc[1] == pytest.approx(np.exp(lr) - 1 - lr, rel=1e-9)
+    assert np.isinf(run.steps.kl_max.iloc[0])
