@@ -21,7 +21,7 @@ import pandas as pd
 from . import cache as cachemod
 from . import file_numbers, leases, token_store
 from . import problems as problemsmod
-from .custom_columns import column_names, extra_column, load_names, plain_column, save_names, stored_column
+from .custom_columns import RESERVED, column_names, extra_column, load_names, plain_column, save_names, stored_column
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
@@ -48,12 +48,56 @@ DOMAIN_SAMPLES = 400  # samples whose tokens set a step's or the run's colour li
 
 
 def _bin_count(bins) -> int:
-    """``bins`` as a whole number of bins, at least 1 (2.5 bins is an error, not 2)."""
+    """``bins`` as a whole number of bins, from 1 to 2**31 - 1 (2.5 bins is an error, not 2)."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)):
         raise TypeError(f"bins must be a whole number, not {bins!r}")
-    if bins < 1:
-        raise ValueError("bins must be at least 1")
+    if not 1 <= bins <= MAX_BINS:
+        raise ValueError(f"bins must be from 1 to {MAX_BINS}, not {bins}")
     return int(bins)
+
+
+MAX_BINS = 2**31 - 1  # a bin number is an INTEGER
+SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "COPY"}  # what run.sql runs
+
+
+def _binning(column: str, lo: float, hi: float, bins: int):
+    """(SQL of a value's bin number, a function of bin numbers giving their lower edges, the bin width as a function
+    too) for ``bins`` equal bins over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308),
+    values are halved first: halving is exact, so the bins are the same as unhalved wherever both can be made."""
+    f = 1.0 if math.isfinite(hi - lo) else 0.5
+    width = (hi * f - lo * f) / bins if hi > lo else 1.0
+    sql = f"least(floor(({column} * {f!r} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
+    return sql, lambda b: (lo * f + b * width) / f
+
+
+def _cap_option(cap) -> int | None:
+    """``max_samples_per_step`` checked: None or a whole number of at least 1."""
+    if cap is None:
+        return None
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)):
+        raise TypeError(f"max_samples_per_step must be a whole number or None, not {cap!r}")
+    if cap < 1:
+        raise ValueError(f"max_samples_per_step must be at least 1, not {cap}")
+    return int(cap)
+
+
+def _steps_option(steps) -> tuple[float | None, float | None]:
+    """``steps`` checked: None or (lo, hi), each a number or None (an open end), lo <= hi."""
+    if steps is None:
+        return (None, None)
+    try:
+        if isinstance(steps, (str, bytes)):
+            raise TypeError
+        lo, hi = steps
+    except (TypeError, ValueError):
+        raise ValueError(f"steps must be (first, last), either end None for open, not {steps!r}") from None
+    for end in (lo, hi):
+        if end is not None and (isinstance(end, bool) or not isinstance(end, (int, float, np.integer, np.floating))
+                                or math.isnan(end)):
+            raise ValueError(f"steps=(first, last): each end a number or None, not {end!r}")
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
+    return (lo, hi)
 
 
 def _id_list(sample_ids) -> list[int]:
@@ -174,13 +218,12 @@ class Run:
             format = detect(source, columns)
         if format not in READERS:
             raise ValueError(f"unknown format {format!r}; known: auto, {', '.join(READERS)}")
-        if max_samples_per_step is not None and max_samples_per_step < 1:
-            raise ValueError("max_samples_per_step must be at least 1")
+        max_samples_per_step, steps = _cap_option(max_samples_per_step), _steps_option(steps)
         self.format = format
         self.pad_token = pad_token or None
         self.system_prompt_end = system_prompt_end or None
         self.max_samples_per_step = max_samples_per_step
-        self.step_range = tuple(steps) if steps is not None else (None, None)
+        self.step_range = steps
         self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
         if self.cache_root.exists() and not self.cache_root.is_dir():
             raise NotADirectoryError(f"the cache dir {self.cache_root} is a file: pass cache_dir= a folder")
@@ -551,10 +594,10 @@ class Run:
 
     def _text(self, col: str, prompt: bool = False) -> str:
         expr = col
+        if prompt and self.system_prompt_end:  # cut first: the marker may hold the pad token (Llama 3's <|eot_id|>)
+            expr = f"string_split({expr}, {_lit(self.system_prompt_end)})[-1]"
         if self.pad_token:
             expr = f"replace({expr}, {_lit(self.pad_token)}, '')"
-        if prompt and self.system_prompt_end:
-            expr = f"string_split({expr}, {_lit(self.system_prompt_end)})[-1]"
         return expr
 
     def _token_fields(self) -> list[str]:
@@ -713,13 +756,12 @@ class Run:
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
             return pd.DataFrame(columns=cols)
-        width = (hi - lo) / bins if hi > lo else 1.0
+        bin_sql, edge = _binning(c, lo, hi, bins)
         cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
         df = self._execute(f"""
-            SELECT step, least(floor(({c} - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin, count(*) AS count
+            SELECT step, {bin_sql} AS bin, count(*) AS count
             FROM {src} WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
-        df["bin_start"] = lo + df["bin"] * width
-        df["bin_end"] = df["bin_start"] + width
+        df["bin_start"], df["bin_end"] = edge(df["bin"]), edge(df["bin"] + 1)
         return df[cols]
 
     def histograms(self, columns: Iterable[str] = ("reward", "ref_reward"), bins: int = 30, where: str = "",
@@ -730,7 +772,11 @@ class Run:
         grouped into at most that many buckets (each named by its first step), so the result stays
         small however long the run.
         """
-        cols = [c for c in columns if c in self.columns]  # a column the log lacks (ref_reward) is left out
+        columns = [columns] if isinstance(columns, str) else list(columns)
+        unknown = [c for c in columns if c not in self.columns and c not in RESERVED]
+        if unknown:
+            raise KeyError(f"no column {', '.join(map(repr, unknown))} in samples; columns: {', '.join(self.columns)}")
+        cols = [c for c in columns if c in self.columns]  # a common column this log lacks is left out
         out_cols = [*by, "column", "step", "step_end", "bin", "bin_start", "bin_end", "count"]
         extra = "".join(f'"{b}", ' for b in by)
         bins = _bin_count(bins)
@@ -745,7 +791,6 @@ class Run:
         if not vals:
             return pd.DataFrame(columns=out_cols)
         lo, hi = min(vals), max(vals)
-        width = (hi - lo) / bins if hi > lo else 1.0
         steps = self.step_values
         if max_steps and len(steps) > max_steps:
             edges = steps[:: -(-len(steps) // max_steps)]
@@ -755,13 +800,12 @@ class Run:
             src = (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
                    f"JOIN (VALUES {pairs}) b(s, first) ON x.step = b.s)")
         unions = " UNION ALL ".join(
-            f"""SELECT {extra}'{c}' AS "column", step,
-                       least(floor(("{c}" - {lo!r}) / {width!r}), {bins - 1})::INTEGER AS bin
+            f"""SELECT {extra}'{c}' AS "column", step, {_binning(f'"{c}"', lo, hi, bins)[0]} AS bin
                 FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
         df = self._execute(f"""SELECT {extra}"column", step, bin, count(*) AS count FROM ({unions})
                                    GROUP BY ALL ORDER BY ALL""").df()
-        df["bin_start"] = lo + df["bin"] * width
-        df["bin_end"] = df["bin_start"] + width
+        edge = _binning("", lo, hi, bins)[1]
+        df["bin_start"], df["bin_end"] = edge(df["bin"]), edge(df["bin"] + 1)
         ordered = sorted(set(df["step"]))
         nxt = dict(zip(ordered, ordered[1:] + [ordered[-1] + (ordered[-1] - ordered[-2] if len(ordered) > 1 else 1)]))
         df["step_end"] = df["step"].map(nxt)
@@ -769,7 +813,8 @@ class Run:
 
     def _check_numeric(self, columns: list[str]) -> None:
         """Raise a ValueError naming any of ``columns`` that holds text (a histogram needs numbers)."""
-        nums = [c for (c,) in self._execute("SELECT column_name FROM (DESCRIBE _nums)").fetchall()]
+        nums = [c for c, t in self._execute("SELECT column_name, column_type FROM (DESCRIBE _nums)").fetchall()
+                if not t.startswith("VARCHAR")]  # a set's run column is kept there, as text
         texts = [c for c in columns if c not in nums]
         if texts:
             raise ValueError(f"{', '.join(map(repr, texts))}: not a numeric column; numeric columns: "
@@ -887,7 +932,16 @@ class Run:
         return self._domains[key]
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
-        """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame."""
+        """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame. Queries only (SELECT, EXPLAIN,
+        PRAGMA, COPY ... TO): a statement that would change the run's views (DROP, CREATE, INSERT...) is refused."""
+        with self._db.cursor() as cur:  # parsed only, on a cursor of its own (another thread may query)
+            kinds = [st.type.name for st in cur.extract_statements(query)]
+        if not kinds:
+            raise ValueError(f"no SQL statement in {query!r}")
+        refused = sorted(set(kinds) - SQL_KINDS)
+        if refused:
+            raise ValueError(f"run.sql runs queries ({', '.join(sorted(SQL_KINDS))}), not {', '.join(refused)} "
+                             "statements: they would change the run's views")
         if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
             self._map_token_files()
         return self._execute(query, params).df()

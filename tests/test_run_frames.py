@@ -367,10 +367,11 @@ def test_histograms_of_a_text_column_or_fractional_bins_say_so(poem_run):
     for bad in (2.5, "3", True):
         with pytest.raises(TypeError, match="whole number"):
             run.reward_histogram("reward", bins=bad)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="from 1 to"):
         run.histograms(["reward"], bins=0)
     assert run.reward_histogram("reward", bins=np.int64(4))["bin"].max() == 3
-    assert run.histograms(["reward", "no_such_column"], bins=4)["column"].unique().tolist() == ["reward"]
+    with pytest.raises(KeyError, match="no_such_column"):  # a misspelt name; a common column a log lacks is left out
+        run.histograms(["reward", "no_such_column"], bins=4)
 
 
 def test_bad_ids_columns_and_scopes_are_named(open_run):
@@ -512,3 +513,82 @@ def test_an_overflowing_kl_makes_the_samples_kl_infinite(tmp_path, open_run):
     lr = float(np.float32(-0.5)) - float(np.float32(-0.4))  # the second sample: its null logprob left out
     assert s.kl_mean.iloc[1] == pytest.approx(np.exp(lr) - 1 - lr, rel=1e-9)
     assert np.isinf(run.steps.kl_max.iloc[0])
+
+
+def _write_records(folder, recs):
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return folder
+
+
+def test_histograms_of_values_whose_range_overflows_a_double(tmp_path, open_run):
+    """Rewards of -1e308 and 1e308: the bin width was inf, pasted into the SQL as the word inf (a Binder error)."""
+    recs = [{"step": s, "prompt": "p", "response": "r", "reward": r} for s, r in ((0, -1e308), (0, 0.5), (1, 1.0),
+                                                                                   (1, 1e308))]
+    run = open_run(_write_records(tmp_path / "logs", recs))
+    h = run.reward_histogram("reward", bins=4)
+    assert h["count"].sum() == 4 and np.isfinite(h[["bin_start", "bin_end"]].to_numpy()).all()
+    assert h.bin_start.min() == -1e308 and h.bin_end.max() == 1e308
+    assert sorted(h.bin) == [0, 2, 2, 3]  # -1e308 | 0.5 and 1.0 just past the middle edge (0) | 1e308
+    hs = run.histograms(["reward"], bins=1)
+    assert hs["count"].sum() == 4 and (hs.bin == 0).all() and np.isfinite(hs.bin_end).all()
+    with pytest.raises(ValueError, match="bins must be from 1 to 2147483647"):
+        run.reward_histogram("reward", bins=2**31)
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"steps": (30, 10)}, "the first step is after the last"),
+    ({"steps": (15,)}, r"steps must be \(first, last\)"),
+    ({"steps": 15}, r"steps must be \(first, last\)"),
+    ({"steps": "10"}, r"steps must be \(first, last\)"),
+    ({"steps": (float("nan"), None)}, "each end a number or None"),
+    ({"max_samples_per_step": 2.5}, "must be a whole number"),
+    ({"max_samples_per_step": "3"}, "must be a whole number"),
+    ({"max_samples_per_step": 0}, "at least 1"),
+])
+def test_bad_options_are_refused_before_anything_is_read(synth_logs, open_run, cache_dir, options, error):
+    """A reversed step range gave an empty run without a word; (15,) failed with an unpacking error after every
+    file had been parsed into the cache; a cap of 2.5 kept 2."""
+    folder, _ = synth_logs()
+    with pytest.raises((ValueError, TypeError), match=error):
+        open_run(folder, **options)
+    assert not any(cache_dir.rglob("*.parquet"))
+
+
+def test_the_system_prompt_is_cut_before_pads_are_stripped(tmp_path, open_run):
+    """Llama 3 pads with <|eot_id|>, which also ends the system turn: stripped first, the marker was never found."""
+    prompt = "<|start_header_id|>system<|end_header_id|>Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>2+2?"
+    folder = _write_records(tmp_path / "logs", [{"step": 0, "prompt": prompt, "response": "4<|eot_id|>",
+                                                  "reward": 1.0}])
+    run = open_run(folder, pad_token="<|eot_id|>", system_prompt_end="<|eot_id|>")
+    s = run.samples
+    assert s.prompt.tolist() == ["<|start_header_id|>user<|end_header_id|>2+2?"] and s.response.tolist() == ["4"]
+
+
+def test_histogram_columns_and_sql_statements_are_checked(tmp_path, open_run):
+    """A set's text column run was listed as numeric (its histogram failed inside DuckDB); histograms() of a
+    misspelt column returned nothing; run.sql('') raised AttributeError and run.sql('drop view samples') broke
+    the run."""
+    from rlviz_widgets.runset import RunSet
+
+    a = _write_records(tmp_path / "a", [{"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "acc": 1.0}])
+    b = _write_records(tmp_path / "b", [{"step": 0, "prompt": "p", "response": "r", "reward": 2.0, "acc": "yes"}])
+    rs = RunSet({"A": open_run(a), "B": open_run(b)})
+    with pytest.raises(ValueError, match="'run': not a numeric column") as err:
+        rs.reward_histogram("run")
+    assert "run," not in str(err.value).split("numeric columns:")[1]
+    with pytest.raises(KeyError, match="rewrad"):
+        rs.histograms(["rewrad"])
+    assert rs.histograms(["advantage"]).empty  # a common column these logs lack is left out
+    run = rs.runs["A"]
+    for query in ("", "-- a comment"):
+        with pytest.raises(ValueError, match="no SQL statement"):
+            run.sql(query)
+    with pytest.raises(ValueError, match="not DROP statements"):
+        run.sql("DROP VIEW samples")
+    with pytest.raises(ValueError, match="not CREATE"):
+        run.sql("SELECT 1; CREATE TABLE t AS SELECT 1")
+    assert len(run.samples) == 1 and run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1]
+    assert len(run.sql("EXPLAIN SELECT * FROM samples")) > 0
