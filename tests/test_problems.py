@@ -487,3 +487,18 @@ def test_text_fields_not_strings_after_any_run_of_blanks(tmp_path, cache_dir):
                                                      '{"prompt"    :    "ok", ' + body + '}'])
     run, _ = open_recording(f, cache_dir)
     assert run.problems[["line", "kind"]].values.tolist() == [[1, "wrong_type"], [2, "wrong_type"]]
+
+
+def test_a_token_value_past_float32_is_reported_as_such(tmp_path, open_run):
+    """-1e39 in a logprob array (finite JSON, past float32) was reported as a 'null or non-numeric value'."""
+    import json
+
+    (tmp_path / "logs").mkdir()
+    rec = {"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "response_tokens": ["a", "b"],
+           "logprobs": [-0.5, -1e39]}
+    (tmp_path / "logs" / "r.jsonl").write_text(json.dumps(rec) + "\n")
+    run = open_run(tmp_path / "logs")
+    msg = run.problems.query("kind == 'wrong_type'")["message"].tolist()
+    assert msg == ["logprobs has 1 null, non-numeric or out-of-range value(s) (arrays are float32, to ±3.4e38): "
+                   "left empty"]
+    assert run.tokens(run.samples.sample_id.tolist()).logprob.isna().tolist() == [False, True]

@@ -525,7 +525,8 @@ class RLBReader:
                 problems.append([int(line[i]), "nan", f"{key} has {k_nan} NaN/Infinity value(s): left empty"])
             if k_null:
                 problems.append([int(line[i]), "wrong_type",
-                                 f"{key} has {k_null} null or non-numeric value(s): left empty"])
+                                 f"{key} has {k_null} null, non-numeric or out-of-range value(s) (arrays are float32, "
+                                 f"to ±3.4e38): left empty"])
         clean = pa.array(np.where(bad, np.nan, vals), type=col.type.value_type, mask=bad)
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), clean, mask=col.is_null())
 
