@@ -457,3 +457,49 @@ def test_count_literal_counts_as_count_substring(large):
     assert count_literal(arr, "<PAD>").to_pylist()[:4] == [0, 1, 3, 0]
     # a needle whose matches may overlap is counted by count_substring itself
     assert count_literal(pa.array(["aaaa"], typ), "aa").to_pylist() == [2]
+
+
+def test_an_rlb_log_with_a_prompt_idx_is_read_as_rlb(tmp_path, open_run):
+    """A prompt_idx (a group id the README lists) with text prompt and response: taken for open-instruct, the
+    token strings read as ids, the texts lost."""
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "rollout_rank0.jsonl"
+    recs = [{"prompt": "What is 2+2?", "response": f"It is {k}", "reward": 1.0 - k % 2, "step": 0, "prompt_idx": 0,
+             "response_tokens": ["It", "Ġis", f"Ġ{k}"], "logprobs": [-0.1, -0.2, -0.3]} for k in (4, 5)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    for source in (log, log.parent):
+        run = open_run(source)
+        assert run.format == "rlb" and run.samples.response.tolist() == ["It is 4", "It is 5"]
+        assert run.tokens(run.samples.sample_id.tolist()).token.tolist()[:3] == ["It", "Ġis", "Ġ4"]
+        assert run.problems.empty
+
+
+def test_trl_odd_columns(tmp_path, open_run):
+    """A reward function named t (the SQL's row alias: every row came out empty), and a float16 reward column
+    (DuckDB reads none: the open failed, the good file beside it lost too)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "completions"
+    out.mkdir()
+    pq.write_table(pa.table({"step": ["1", "1"], "prompt": ["p", "p"], "completion": ["a", "b"],
+                             "t": [0.5, 0.25], "advantage": [0.7, -0.7]}), out / "completions_00001.parquet")
+    pq.write_table(pa.table({"step": ["2"], "prompt": ["p"], "completion": ["c"],
+                             "accuracy": pa.array(np.array([1.0], np.float16)), "advantage": [0.0]}),
+                   out / "completions_00002.parquet")
+    run = open_run(out)
+    s = run.samples.sort_values(["step", "line"])
+    assert s.response.tolist() == ["a", "b", "c"] and s.reward.tolist() == [0.5, 0.25, 1.0]
+    assert run.problems.empty
+
+
+def test_a_second_format_past_the_sampled_files_is_still_found(tmp_path):
+    """Detection read the first records of 64 files: 70 verl step files then an open-instruct shard opened as
+    verl, the open-instruct samples dropped without a word (3 verl files gave the error)."""
+    from rlviz_widgets.readers.detect import FormatError, detect
+
+    write_verl(tmp_path / "a_verl", steps=range(1, 71), prompts=1, n=1)
+    write_openinstruct(tmp_path / "b_oi", steps=(1,))
+    with pytest.raises(FormatError, match="more than one format"):
+        detect(tmp_path)

@@ -51,7 +51,8 @@ def by_fields(rec: dict) -> str | None:
     keys = set(rec)
     if {"run_name", "git_commit"} <= keys and "step" not in keys:
         return "meta"
-    if {"prompt_idx", "response_tokens"} <= keys or {"sample_idx", "prompt_idx"} <= keys:
+    texts = isinstance(rec.get("prompt"), str) and isinstance(rec.get("response"), str)  # open-instruct logs ids
+    if not texts and ({"prompt_idx", "response_tokens"} <= keys or {"sample_idx", "prompt_idx"} <= keys):
         return "openinstruct"
     if {"input", "output"} <= keys and keys & {"score", "gts", "step"}:
         return "verl"
@@ -100,14 +101,16 @@ def detect(source, columns: dict | None = None) -> str:
     unknown: list[tuple[Path, list[str]]] = []
     names: dict[str, list[Path]] = {}
     sampled = 0
+    classes: set[str | None] = set()  # the name rules matched so far (None: no rule)
     for path in files:
         named = by_name(path)
         if path.suffix == ".parquet" and named != "trl":
             continue  # other Parquet files are no logs of ours
+        if sampled >= MAX_FILES and named in classes:
+            continue  # past the sample, only a file named as no file before was (another format's) is read
         if named:
             names.setdefault(named, []).append(path)
-        if sampled >= MAX_FILES:
-            continue
+        classes.add(named)
         sampled += 1
         rec = first_record(path)
         if rec is None:

@@ -52,9 +52,19 @@ class TRLReader(RLBReader):
         if t.num_rows == 0:
             return None, [[0, "empty_file", "the file holds no rows (line 0: the file as a whole)"]]
         t = self.prepare(t)
+        # half floats widened: DuckDB reads no float16 (a reward column written from a half-precision tensor)
+        for i, f in enumerate(t.schema):
+            if pa.types.is_float16(f.type):
+                t = t.set_column(i, f.name, t.column(i).cast(pa.float32()))
+        row = "t"  # the rows' alias: a column of that name (a reward function "t") would be taken for the row
+        while row.lower() in {c.lower() for c in t.column_names}:
+            row += "_"
         con.register("_trl", t)
         try:
-            lines = con.sql("SELECT to_json(t)::VARCHAR AS j FROM _trl t").to_arrow_table()["j"]
+            lines = con.sql(f"SELECT to_json({row})::VARCHAR AS j FROM _trl {row}").to_arrow_table()["j"]
+        except duckdb.Error as e:  # a column type DuckDB cannot read: the file is reported, the others read
+            return None, [[0, "unreadable", f"a column DuckDB cannot read: {_short(str(e), 120)} "
+                                            "(line 0: the file as a whole)"]]
         finally:
             con.unregister("_trl")
         lines = pc.cast(lines.combine_chunks(), pa.large_string())
