@@ -84,15 +84,17 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     rows = table.num_rows
     out: dict[str, np.ndarray] = {}
     lens = np.zeros(rows, dtype=np.int64)
+    listed = np.zeros(rows, dtype=bool)  # a token array there (an empty one is a response of 0 tokens)
     flat = {}
     for name in ("tokens", *ARRAYS):
         if name in table.column_names:
             col = table[name]
             lengths = pa.compute.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
             lens = np.maximum(lens, lengths)
+            listed |= col.is_valid().to_numpy(zero_copy_only=False)
             if name != "tokens":
                 flat[name] = _flat(col)
-    out["n_tokens"] = pa.array(lens.astype(np.int32), mask=lens == 0)  # no token arrays: unknown, not 0
+    out["n_tokens"] = pa.array(lens.astype(np.int32), mask=~listed)  # no token arrays: unknown, not 0
     nan = np.full(rows, np.nan)
     if "logprobs" in flat:
         s, n = _segment(*flat["logprobs"][:2])

@@ -592,3 +592,16 @@ def test_histogram_columns_and_sql_statements_are_checked(tmp_path, open_run):
         run.sql("SELECT 1; CREATE TABLE t AS SELECT 1")
     assert len(run.samples) == 1 and run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1]
     assert len(run.sql("EXPLAIN SELECT * FROM samples")) > 0
+
+
+def test_an_empty_response_has_zero_tokens_not_an_unknown_count(tmp_path, open_run):
+    """response_tokens: [] (a response of no tokens) gave n_tokens <NA>, left out of the step's mean length;
+    a record without any token array still has no count."""
+    recs = [{"step": 0, "prompt": "p", "response": "abc", "reward": 1.0, "response_tokens": ["a", "b", "c"],
+             "logprobs": [-0.1, -0.2, -0.3]},
+            {"step": 0, "prompt": "p", "response": "", "reward": 0.0, "response_tokens": [], "logprobs": []},
+            {"step": 0, "prompt": "p", "response": "x", "reward": 0.5}]
+    run = open_run(_write_records(tmp_path / "logs", recs))
+    s = run.samples.sort_values("line")
+    assert s.n_tokens.tolist()[:2] == [3, 0] and pd.isna(s.n_tokens.iloc[2])
+    assert run.steps.length_mean.tolist() == [1.5]
