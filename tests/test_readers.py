@@ -383,7 +383,7 @@ def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache
     assert _problems(run) == [
         [2, "wrong_type", "rewards holds 2 values, not one: the first is read"],
         [3, "wrong_type", "rewards is not a batch of one (a one-item list): read as it is"],
-        [4, "missing_reward", "no reward: left empty"],
+        [4, "missing_reward", "no rewards: left empty"],
         [5, "length_mismatch", f"token_loss_mask has {width - 1} values for {width} token ids: the response tokens "
                                "may be off"],
         [6, "wrong_type", "token_ids is not a batch of one list of numbers: ignored"],
@@ -503,3 +503,30 @@ def test_a_second_format_past_the_sampled_files_is_still_found(tmp_path):
     write_openinstruct(tmp_path / "b_oi", steps=(1,))
     with pytest.raises(FormatError, match="more than one format"):
         detect(tmp_path)
+
+
+def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
+    """open-instruct without response_tokens (or prompt_tokens) and NeMo-RL without content left the texts empty
+    without a word (verl and TRL said so). NeMo's messages name the file's own keys (rewards, not reward)."""
+    oi = tmp_path / "oi"
+    write_openinstruct(oi, steps=(1,), prompts=1, n=3)
+    shard = oi / "grpo_run_rollouts_000000.jsonl"
+    recs = [json.loads(x) for x in shard.read_text().splitlines()]
+    del recs[0]["response_tokens"]
+    recs[1]["response_tokens"] = None
+    del recs[2]["prompt_tokens"]
+    shard.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    got = open_run(oi).problems[["line", "kind", "message"]].values.tolist()
+    assert got == [[1, "missing_field", "no response_tokens: the response is left empty"],
+                   [2, "missing_field", "no response_tokens: the response is left empty"],
+                   [3, "missing_field", "no prompt_tokens: the prompt is left empty"]]
+    nemo = tmp_path / "nemo"
+    write_nemo(nemo, steps=(1,), prompts=1, n=2)
+    step1 = nemo / "train_data_step1.jsonl"
+    recs = [json.loads(x) for x in step1.read_text().splitlines()]
+    del recs[0]["content"]
+    recs[1]["generation_logprobs"][0][-1] = float("nan")
+    step1.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    got = open_run(nemo).problems[["line", "kind", "message"]].values.tolist()
+    assert [1, "missing_field", "no content: prompt and response left empty"] in got
+    assert any(p[0] == 2 and p[2].startswith("generation_logprobs has") for p in got), got

@@ -25,6 +25,12 @@ class NemoReader(RLBReader):
     step_pattern = r"data_step(\d+)\.jsonl$"
     token_ids = True
 
+    def shown_names(self) -> dict[str, str]:
+        mapped = set(self.columns)
+        own = {"reward": "rewards", "tokens": "token_ids", "logprobs": "generation_logprobs",
+               "advantage": "advantages", "prompt": "content", "response": "content"}
+        return {**self.fields(), **{c: k for c, k in own.items() if c not in mapped}}
+
     def _unwrap(self, value: str) -> str:
         return f"CASE WHEN json_type({value}) = 'ARRAY' THEN {value}->'$[0]' ELSE {value} END"
 
@@ -83,8 +89,9 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
     ``nan_advantage``: the SQL of the report of a NaN mean advantage (None: mapped, checked as a plain value)."""
     out = [nan_advantage] if nan_advantage else []
     if response is not None:
-        out.append(f"CASE WHEN r.content IS NOT NULL AND ({response}) IS NULL "
-                   f"THEN 'missing_field|no response text in content: left empty' END")
+        out.append(f"CASE WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
+                   f"THEN 'missing_field|no content: prompt and response left empty' "
+                   f"WHEN ({response}) IS NULL THEN 'missing_field|no response text in content: left empty' END")
     for k in ("content", "rewards", "input_lengths"):
         v = f"r.{k}"
         out.append(f"CASE WHEN {v} IS NULL THEN NULL WHEN json_type({v}) <> 'ARRAY' "

@@ -20,6 +20,7 @@ class OpenInstructReader(RLBReader):
     file_pattern = r"_rollouts_\d+\.jsonl$"
     step_pattern = None
     token_ids = True
+    tokens_required = True
 
     def _spec(self, keys):
         schema, ex, used = super()._spec(keys)
@@ -31,7 +32,9 @@ class OpenInstructReader(RLBReader):
             schema["prompt_tokens"] = "JSON"  # typed below: a value that is no list of ids is seen, and reported
             ex["prompt"] = "NULL::VARCHAR"
             ex["_prompt_ids"] = "from_json(r.prompt_tokens, '[\"BIGINT\"]')"
-            reports.append("CASE WHEN json_type(r.prompt_tokens) NOT IN ('ARRAY', 'NULL') THEN 'wrong_type|"
+            reports.append("CASE WHEN r.prompt_tokens IS NULL OR json_type(r.prompt_tokens) = 'NULL' THEN "
+                           "'missing_field|no prompt_tokens: the prompt is left empty' "
+                           "WHEN json_type(r.prompt_tokens) NOT IN ('ARRAY', 'NULL') THEN 'wrong_type|"
                            "prompt_tokens is not a list of token ids: the prompt is left empty' "
                            "WHEN list_bool_or(list_transform(from_json(r.prompt_tokens, '[\"BIGINT\"]'), "
                            "lambda i: i IS NULL OR i < 0)) THEN 'wrong_type|prompt_tokens holds null or invalid "

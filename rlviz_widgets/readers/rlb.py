@@ -128,6 +128,7 @@ class RLBReader:
     group_keys = ("uid", "group_index", "group_id")  # first present names the GRPO group
     text_steps = False  # whether the format writes steps as strings ("12": read, not reported)
     token_ids = False  # whether the format logs token ids (spelled with ``tokenizer``), not token strings
+    tokens_required = False  # whether the response is read from the tokens (a record without them is reported)
 
     def __init__(self, columns: dict[str, str] | None = None, tokenizer=None):
         self.columns = normalize_columns(columns)
@@ -156,6 +157,11 @@ class RLBReader:
         base = {f: f for f in (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", *ARRAYS, "advantage")}
         base["tokens"] = "response_tokens"
         return {**base, **self.columns}
+
+    def shown_names(self) -> dict[str, str]:
+        """Common field -> the name messages give it: the file's own key (formats that read a field through an
+        expression, not by its name, say which key they read)."""
+        return self.fields()
 
     def _spec(self, keys: set[str]) -> tuple[dict[str, str], dict[str, str], set[str]]:
         """(json_transform schema, SQL per common field over ``r``, record keys used) for a chunk."""
@@ -370,6 +376,7 @@ class RLBReader:
         chunks (``parse_many``), whose custom fields' numbers and texts are kept apart for ``_split``."""
         line = t["line"].to_numpy()
         names = self.fields()  # the file's own name of each common field (asked once: a report per row asks)
+        shown = self.shown_names()  # ... as messages name it
         # step: required (flags come from SQL; Python only touches the bad rows)
         step_ok = _mask(pc.is_valid(t["step"]))
         for i in np.flatnonzero(_mask(pc.is_valid(t["_p_step"]))).tolist():
@@ -413,7 +420,7 @@ class RLBReader:
                 flagged &= ~_mask(pc.equal(flags, "missing"))
             for i in np.flatnonzero(flagged).tolist():
                 kind, value = flags[i].as_py(), t[f"_v_{f}"][i].as_py()
-                key = names[f]
+                key = shown[f]
                 if kind == "missing":
                     problems.append([int(line[i]), "missing_reward", f"no {key}: left empty"])
                 elif kind == "type":
@@ -427,6 +434,7 @@ class RLBReader:
             col = t[f]  # chunked as DuckDB made it: joining the chunks would copy every token
             key = names[f]
             nulls = _mask(col.is_null()) & step_ok
+            there: list = []
             if key in keys and nulls.any():
                 cand = line[nulls].tolist()
                 path = _lit(_path(key))
@@ -434,10 +442,14 @@ class RLBReader:
                                     f"AND json_exists(j, {path}) AND json_type(j, {path}) <> 'NULL'").fetchall()
                 kind = ("token ids" if self.token_ids else "strings") if f == "tokens" else "numbers"
                 problems += [[n, "wrong_type", f"{key} is not a list of {kind}: ignored"] for (n,) in there]
+            if f == "tokens" and self.tokens_required and nulls.any():  # the response is its tokens: none, no text
+                wrong = {n for (n,) in there}
+                problems += [[n, "missing_field", f"no {shown[f]}: the response is left empty"]
+                             for n in line[nulls].tolist() if n not in wrong]
             if f != "tokens" and col.null_count < len(col):
-                col = self._clean(col, line, step_ok, key, problems)
+                col = self._clean(col, line, step_ok, shown[f], problems)
             elif f == "tokens":
-                _null_tokens(col, line, step_ok, key, problems)
+                _null_tokens(col, line, step_ok, shown[f], problems)
             cols[f] = col
             lens[f] = pc.list_value_length(col).to_numpy(zero_copy_only=False).astype(float)
         present = [f for f in cols if cols[f].null_count < len(cols[f])]
@@ -447,7 +459,7 @@ class RLBReader:
             hi = np.where(has, stack, -np.inf).max(axis=0)
             lo = np.where(has, stack, np.inf).min(axis=0)
             for i in np.flatnonzero((hi != lo) & np.isfinite(hi) & step_ok).tolist():
-                desc = ", ".join(f"{names[f]}={int(lens[f][i])}"
+                desc = ", ".join(f"{shown[f]}={int(lens[f][i])}"
                                  for f in present if not np.isnan(lens[f][i]))
                 problems.append([int(line[i]), "length_mismatch",
                                  f"token arrays differ in length ({desc}): missing values left empty"])
