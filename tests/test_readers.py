@@ -530,3 +530,16 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
     got = open_run(nemo).problems[["line", "kind", "message"]].values.tolist()
     assert [1, "missing_field", "no content: prompt and response left empty"] in got
     assert any(p[0] == 2 and p[2].startswith("generation_logprobs has") for p in got), got
+
+
+def test_a_nemo_dump_without_a_loss_mask_says_its_tokens_include_the_prompt(tmp_path, open_run):
+    """Without token_loss_mask the response cannot be told from the prompt: its tokens and logprobs include the
+    prompt's, which went unsaid (the step's logprob mean took in the prompt's zeros)."""
+    write_nemo(tmp_path / "nemo", steps=(1,), prompts=1, n=2)
+    f = tmp_path / "nemo" / "train_data_step1.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    del recs[1]["token_loss_mask"]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    got = open_run(tmp_path / "nemo").problems[["line", "kind", "message"]].values.tolist()
+    assert got == [[2, "missing_field", "no token_loss_mask: the response tokens (and their logprobs, advantage) "
+                                        "include the prompt"]]

@@ -98,6 +98,10 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
                    f"THEN 'wrong_type|{k} is not a batch of one (a one-item list): read as it is' "
                    f"WHEN json_array_length({v}) > 1 THEN 'wrong_type|{k} holds ' || json_array_length({v}) || "
                    f"' values, not one: the first is read' END")
+    # without a mask, the response cannot be told from the prompt: its tokens are the unpadded row, prompt included
+    out.append("CASE WHEN r.token_loss_mask IS NULL AND coalesce(len(r.token_ids), len(r.generation_logprobs), "
+               "len(r.advantages)) IS NOT NULL THEN 'missing_field|no "
+               "token_loss_mask: the response tokens (and their logprobs, advantage) include the prompt' END")
     for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
         v = f"r.{k}"
         out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) <> 1 OR {v}[1] IS NULL) "
