@@ -57,7 +57,7 @@ def _bin_count(bins) -> int:
 
 
 MAX_BINS = 2**31 - 1  # a bin number is an INTEGER
-SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "COPY"}  # what run.sql runs
+SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql runs (MULTI: a PIVOT)
 
 
 def _binning(column: str, lo: float, hi: float, bins: int):
@@ -71,10 +71,16 @@ def _binning(column: str, lo: float, hi: float, bins: int):
 
 
 def _cap_option(cap) -> int | None:
-    """``max_samples_per_step`` checked: None or a whole number of at least 1."""
+    """``max_samples_per_step`` checked: None or a whole number of at least 1 (2.0 and 1e3 are whole numbers)."""
     if cap is None:
         return None
-    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)):
+    try:
+        if isinstance(cap, (str, bytes, bool, np.bool_)):
+            raise TypeError
+        whole = float(cap).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
         raise TypeError(f"max_samples_per_step must be a whole number or None, not {cap!r}")
     if cap < 1:
         raise ValueError(f"max_samples_per_step must be at least 1, not {cap}")
@@ -82,7 +88,7 @@ def _cap_option(cap) -> int | None:
 
 
 def _steps_option(steps) -> tuple[float | None, float | None]:
-    """``steps`` checked: None or (lo, hi), each a number or None (an open end), lo <= hi."""
+    """``steps`` checked: None or (lo, hi), each a number or None (an open end; so is an infinite one), lo <= hi."""
     if steps is None:
         return (None, None)
     try:
@@ -91,13 +97,20 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
         lo, hi = steps
     except (TypeError, ValueError):
         raise ValueError(f"steps must be (first, last), either end None for open, not {steps!r}") from None
+    ends = []
     for end in (lo, hi):
-        if end is not None and (isinstance(end, bool) or not isinstance(end, (int, float, np.integer, np.floating))
-                                or math.isnan(end)):
+        try:
+            if isinstance(end, (str, bytes, bool, np.bool_)):
+                raise TypeError
+            value = None if end is None else float(end)
+        except (TypeError, ValueError):
+            value = math.nan
+        if value is not None and math.isnan(value):
             raise ValueError(f"steps=(first, last): each end a number or None, not {end!r}")
-    if lo is not None and hi is not None and lo > hi:
+        ends.append(None if value is None or math.isinf(value) else end)
+    if lo is not None and hi is not None and float(lo) > float(hi):
         raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
-    return (lo, hi)
+    return (ends[0], ends[1])
 
 
 def _id_list(sample_ids) -> list[int]:
@@ -932,10 +945,10 @@ class Run:
         return self._domains[key]
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
-        """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame. Queries only (SELECT, EXPLAIN,
-        PRAGMA, COPY ... TO): a statement that would change the run's views (DROP, CREATE, INSERT...) is refused."""
-        with self._db.cursor() as cur:  # parsed only, on a cursor of its own (another thread may query)
-            kinds = [st.type.name for st in cur.extract_statements(query)]
+        """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame. Queries only (SELECT, PIVOT,
+        EXPLAIN, PRAGMA, CALL): a statement that would change the run's views or tables (DROP, CREATE, INSERT, COPY,
+        also under EXPLAIN ANALYZE) is refused, so that a slip does not break the run (a guard, not a sandbox)."""
+        kinds = self._statement_kinds(query)
         if not kinds:
             raise ValueError(f"no SQL statement in {query!r}")
         refused = sorted(set(kinds) - SQL_KINDS)
@@ -945,6 +958,18 @@ class Run:
         if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
             self._map_token_files()
         return self._execute(query, params).df()
+
+    def _statement_kinds(self, query: str) -> list[str]:
+        """The kinds of the statements in ``query`` (an EXPLAIN's: its own and those of what it explains, which
+        EXPLAIN ANALYZE runs). Parsed only, on a cursor of its own (another thread may be querying)."""
+        with self._db.cursor() as cur:
+            statements = cur.extract_statements(query)
+            kinds = [st.type.name for st in statements]
+            for st in statements:
+                inner = re.match(r"\s*explain\s+(?:analy[sz]e\s+)?(.*)", st.query, re.IGNORECASE | re.DOTALL)
+                if st.type.name == "EXPLAIN" and inner:
+                    kinds += [t.type.name for t in cur.extract_statements(inner.group(1))]
+        return kinds
 
     @property
     def columns(self) -> list[str]:

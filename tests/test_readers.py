@@ -520,6 +520,11 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
     assert got == [[1, "missing_field", "no response_tokens: the response is left empty"],
                    [2, "missing_field", "no response_tokens: the response is left empty"],
                    [3, "missing_field", "no prompt_tokens: the prompt is left empty"]]
+    for r in recs:  # the response mapped to a text field: no tokens is no missing response
+        r["text"] = "an answer"
+    shard.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    got = open_run(oi, columns={"response": "text"}, cache_dir=tmp_path / "c2").problems.kind.tolist()
+    assert got == ["missing_field"]  # only the prompt_tokens of line 3
     nemo = tmp_path / "nemo"
     write_nemo(nemo, steps=(1,), prompts=1, n=2)
     step1 = nemo / "train_data_step1.jsonl"

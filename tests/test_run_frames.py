@@ -590,8 +590,27 @@ def test_histogram_columns_and_sql_statements_are_checked(tmp_path, open_run):
         run.sql("DROP VIEW samples")
     with pytest.raises(ValueError, match="not CREATE"):
         run.sql("SELECT 1; CREATE TABLE t AS SELECT 1")
+    for query in ("EXPLAIN ANALYZE DROP VIEW samples", "COPY _nums FROM '/nonexistent.csv'"):
+        with pytest.raises(ValueError, match="not (DROP|COPY) statements"):  # EXPLAIN ANALYZE runs what it explains
+            run.sql(query)
     assert len(run.samples) == 1 and run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1]
-    assert len(run.sql("EXPLAIN SELECT * FROM samples")) > 0
+    assert len(run.sql("EXPLAIN SELECT * FROM samples")) > 0 and len(run.sql("EXPLAIN ANALYZE SELECT 1")) > 0
+    assert run.sql("PIVOT samples ON step USING count(*)").shape[0] == 1  # a MULTI statement to DuckDB
+    assert "reward" in run.sql("CALL pragma_table_info('samples')")["name"].tolist()
+
+
+def test_lenient_option_values_that_mean_one_thing(synth_logs, open_run):
+    """A cap of 2.0 (or 1e3) is a whole number; an infinite end of steps= is an open one (it failed after every
+    file had been parsed); Decimal and Fraction ends are numbers."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    folder, _ = synth_logs()
+    assert open_run(folder, max_samples_per_step=2.0).steps.samples.tolist() == [2, 2, 2, 2]
+    assert open_run(folder, max_samples_per_step=1e3).steps.samples.tolist() == [12, 12, 12, 12]
+    assert open_run(folder, steps=(2, float("inf"))).step_values == [2, 3]
+    assert open_run(folder, steps=(float("-inf"), np.float64(1))).step_values == [0, 1]
+    assert open_run(folder, steps=(Decimal(1), Fraction(5, 2))).step_values == [1, 2]
 
 
 def test_an_empty_response_has_zero_tokens_not_an_unknown_count(tmp_path, open_run):

@@ -442,7 +442,8 @@ class RLBReader:
                                     f"AND json_exists(j, {path}) AND json_type(j, {path}) <> 'NULL'").fetchall()
                 kind = ("token ids" if self.token_ids else "strings") if f == "tokens" else "numbers"
                 problems += [[n, "wrong_type", f"{key} is not a list of {kind}: ignored"] for (n,) in there]
-            if f == "tokens" and self.tokens_required and nulls.any():  # the response is its tokens: none, no text
+            # the response is its tokens (unless mapped to a text field): none, no text
+            if f == "tokens" and self.tokens_required and "response" not in self.columns and nulls.any():
                 wrong = {n for (n,) in there}
                 problems += [[n, "missing_field", f"no {shown[f]}: the response is left empty"]
                              for n in line[nulls].tolist() if n not in wrong]
