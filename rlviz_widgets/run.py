@@ -61,12 +61,13 @@ SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql run
 
 
 def _binning(column: str, lo: float, hi: float, bins: int):
-    """(SQL of a value's bin number, a function of bin numbers giving their lower edges, the bin width as a function
-    too) for ``bins`` equal bins over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308),
-    values are halved first: halving is exact, so the bins are the same as unhalved wherever both can be made."""
+    """(SQL of a value's bin number, a function giving the lower edge of bin numbers) for ``bins`` equal bins over
+    [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first: halving is
+    exact, so the bins are those the unhalved values would have."""
     f = 1.0 if math.isfinite(hi - lo) else 0.5
     width = (hi * f - lo * f) / bins if hi > lo else 1.0
-    sql = f"least(floor(({column} * {f!r} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
+    value = column if f == 1.0 else f"({column} * 0.5::DOUBLE)"
+    sql = f"least(floor(({value} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
     return sql, lambda b: (lo * f + b * width) / f
 
 
