@@ -114,6 +114,23 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
     return (ends[0], ends[1])
 
 
+def _same_step_files(files: list[Path], reader) -> list[Problem]:
+    """A file named as one in another folder, in a format whose file names give the step (verl's ``12.jsonl``):
+    their samples are merged into the same steps, which two dumps of one run (verl's rollouts and validation
+    folders) or two runs side by side should not be."""
+    if not getattr(reader, "step_pattern", None):
+        return []
+    first: dict[str, Path] = {}
+    out = []
+    for f in files:
+        other = first.setdefault(f.name, f)
+        if other is not f:
+            out.append(Problem(str(f), 0, "same_step_file", f"named as {other}: the samples of both are read as the "
+                               "same step's (two dumps, such as a run's rollouts and its validation? open each folder "
+                               "on its own) (line 0: the file as a whole)"))
+    return out
+
+
 def _id_list(sample_ids) -> list[int]:
     """One sample id or many, as ints; anything else (text, 1.5, None) is a TypeError that says what was given."""
     if isinstance(sample_ids, (str, bytes)) or not isinstance(sample_ids, Iterable):
@@ -323,6 +340,7 @@ class Run:
         pending += [Problem(path, 0, "unreadable_file", f"the file cannot be read ({why}): its samples are "
                             + ("as read before" if path in self._states else "left out")
                             + " (line 0: the file as a whole)") for path, why in unreadable.items()]
+        pending += _same_step_files(files, reader)
         new_problems: list[Problem] = []
         # new dicts, swapped in whole: queries in other threads iterate the old ones meanwhile
         states, file_caches = dict(self._states), dict(self._caches)

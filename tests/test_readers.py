@@ -548,3 +548,15 @@ def test_a_nemo_dump_without_a_loss_mask_says_its_tokens_include_the_prompt(tmp_
     got = open_run(tmp_path / "nemo").problems[["line", "kind", "message"]].values.tolist()
     assert got == [[2, "missing_field", "no token_loss_mask: the response tokens (and their logprobs, advantage) "
                                         "include the prompt"]]
+
+
+def test_verl_dumps_of_the_same_steps_in_two_folders_are_reported(tmp_path, open_run):
+    """verl's rollout and validation dumps are both {step}.jsonl: opened from their parent, their samples were
+    merged into the same steps without a word."""
+    write_verl(tmp_path / "dumps" / "rollouts", steps=(1, 2), prompts=1, n=2)
+    write_verl(tmp_path / "dumps" / "validation", steps=(2,), prompts=1, n=2, seed=1)
+    run = open_run(tmp_path / "dumps")
+    p = run.problems
+    assert p.kind.tolist() == ["same_step_file"] and p.file.iloc[0].endswith("validation/2.jsonl")
+    assert "rollouts/2.jsonl" in p.message.iloc[0] and len(run.samples) == 6  # still read: the user decides
+    assert open_run(tmp_path / "dumps" / "rollouts").problems.empty
