@@ -50,8 +50,9 @@ from .token_store import TOKEN_COLUMNS
 # 18: a field name longer than 64 KB reported; 19: custom integers past 2**53 kept as their digits;
 # 20: a NeMo advantage made NaN by its tokens reported and left empty; 21: text fields after 3+ blanks checked;
 # 22: per-sample sums row by row where a part has missing values, an overflowing KL kept (infinite), an empty
-# token list counted as 0 tokens, a token value past float32 reported as such
-CACHE_VERSION = 22
+# token list counted as 0 tokens, a token value past float32 reported as such; 23: a list or object in a field
+# of numbers or text reported
+CACHE_VERSION = 23
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:

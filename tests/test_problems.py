@@ -502,3 +502,31 @@ def test_a_token_value_past_float32_is_reported_as_such(tmp_path, open_run):
     assert msg == ["logprobs has 1 null, non-numeric or out-of-range value(s) (arrays are float32, to ±3.4e38): "
                    "left empty"]
     assert run.tokens(run.samples.sample_id.tolist()).logprob.isna().tolist() == [False, True]
+
+
+def test_a_list_or_object_in_a_field_of_numbers_is_reported(tmp_path, open_run, monkeypatch):
+    """A custom field holding numbers or text, but a list or an object in some records: those values were left
+    empty without a word. A field that only ever holds lists (no column) is not reported. Small files parsed
+    together report the same as parsed one by one."""
+    import json
+
+    from rlviz_widgets import cache as cachemod
+
+    base = {"prompt": "p", "response": "r", "reward": 1.0, "meta": [1, 2]}
+    values = [0.5, [1, 2], "text", {"a": 1}]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for k in range(3):  # three small files, parsed in one batch
+        (logs / f"rank{k}.jsonl").write_text(
+            "".join(json.dumps(dict(base, step=k, acc=v)) + "\n" for v in values))
+    want = [[2, "wrong_type", "acc is a list here, a number or text elsewhere: left empty"],
+            [4, "wrong_type", "acc is an object here, a number or text elsewhere: left empty"]]
+    for batch in (cachemod.BATCH_BYTES, 0):  # 0: every file parsed on its own
+        monkeypatch.setattr(cachemod, "BATCH_BYTES", batch)
+        run = open_run(logs, cache_dir=tmp_path / f"cache{batch}")
+        p = run.problems
+        for k in range(3):
+            assert p[p.file.str.endswith(f"rank{k}.jsonl")][["line", "kind", "message"]].values.tolist() == want
+        acc = run.samples.sort_values(["step", "line"]).acc.tolist()[:4]
+        assert acc[0] == "0.5" and acc[2] == "text" and pd.isna(acc[1]) and pd.isna(acc[3])
+        assert "meta" not in run.columns

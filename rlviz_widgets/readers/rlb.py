@@ -329,7 +329,8 @@ class RLBReader:
             extra_sel += f""", CASE WHEN {big} THEN NULL WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
                        WHEN {x} = 'false' THEN 0.0::DOUBLE END AS _n_{i},
                   CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' WHEN {big} THEN {x} END AS _s_{i},
-                  CASE WHEN NOT isfinite({d}) THEN {x} END AS _f_{i}"""
+                  CASE WHEN NOT isfinite({d}) THEN {x} END AS _f_{i},
+                  CASE WHEN starts_with({x}, '[') OR starts_with({x}, '{{') THEN left({x}, 1) END AS _o_{i}"""
         texts = {"_x_step": step, "_x_reward": ex["reward"], "_x_ref_reward": ex["ref_reward"],
                  "_x_gt": ex["ground_truth"], **{f"_x_e_{i}": src[k] for i, k in enumerate(extras)}}
         advantage = f"{ex['advantage']} AS advantage"
@@ -360,7 +361,7 @@ class RLBReader:
             FROM (SELECT line, fs, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
                   FROM (SELECT line, fs, {'j, ' if by_path else ''}json_transform(j, {_lit(json.dumps(schema))}) AS r
                         FROM raw))""")
-        names = {f"_{c}_{i}": f"_{c}_{k}" for i, k in enumerate(extras) for c in "nsf"}
+        names = {f"_{c}_{i}": f"_{c}_{k}" for i, k in enumerate(extras) for c in "nsfo"}
         return table.rename_columns([names.get(c, c) for c in table.column_names]), used
 
     def _post(self, t: pa.Table) -> pa.Table:
@@ -501,7 +502,9 @@ class RLBReader:
                     continue  # no scalar value here (lists, objects, or a key candidate that is not one)
                 if apart:  # chunks parsed together: each chunk's values are settled on their own (``_split``)
                     out[stored_column(key) + _NUMBERS], out[stored_column(key) + _TEXTS] = nums, strs
+                    out[stored_column(key) + _OBJECTS] = t["_o_" + key]
                     continue
+                problems += _non_scalars(key, t["_o_" + key], kept)
                 values = _scalar_values(nums, strs)
                 # stored under a name made of the key alone; the run names the column (``column_names``)
                 out[stored_column(key)] = values
@@ -566,7 +569,19 @@ def _register(con: duckdb.DuckDBPyConnection, raw: pa.Table, steps: list[int | N
     con.register("raw", pa.Table.from_batches(raw.to_batches(max_chunksize=max_chunksize)) if max_chunksize else raw)
 
 
-_NUMBERS, _TEXTS = "\x00n", "\x00s"  # a custom field's numbers and texts, kept apart for ``_split``
+_NUMBERS, _TEXTS, _OBJECTS = "\x00n", "\x00s", "\x00o"  # a custom field's numbers, texts, lists or objects:
+# kept apart for ``_split``
+
+
+def _non_scalars(key: str, kinds: pa.ChunkedArray | pa.Array, lines: np.ndarray) -> list[list]:
+    """The reports of a field holding numbers or text whose value in some records is a list or an object (``kinds``:
+    its first character there, "[" or "{"): no column cell can hold it, so it is left empty."""
+    out = []
+    for i in np.flatnonzero(_mask(kinds.is_valid())).tolist():
+        what = "a list" if kinds[i].as_py() == "[" else "an object"
+        out.append([int(lines[i]), "wrong_type", f"{_short(key)} is {what} here, a number or text elsewhere: "
+                                                 "left empty"])
+    return out
 
 
 def _scalar_values(nums: pa.ChunkedArray, strs: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
@@ -602,11 +617,13 @@ def _split(table: pa.Table | None, problems: list[list], n: int) -> list[tuple[p
         names, columns = [], []
         for c in t.column_names:
             if c.endswith(_NUMBERS):
-                nums, strs = t[c], t[c[:-len(_NUMBERS)] + _TEXTS]
+                name = c[:-len(_NUMBERS)]
+                nums, strs = t[c], t[name + _TEXTS]
                 if nums.null_count < t.num_rows or strs.null_count < t.num_rows:
-                    names.append(c[:-len(_NUMBERS)])
+                    names.append(name)
                     columns.append(_scalar_values(nums, strs))
-            elif not c.endswith(_TEXTS):
+                    found[j] += _non_scalars(stored_key(name), t[name + _OBJECTS], own)
+            elif not c.endswith((_TEXTS, _OBJECTS)):
                 names.append(c)
                 columns.append(t[c])
         t = pa.Table.from_arrays(columns, names=names)
