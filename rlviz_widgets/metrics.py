@@ -21,8 +21,8 @@ SAMPLE_METRICS = ("n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_
 def _flat(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values with NaN for nulls, offsets, row validity) of a list<float> column.
 
-    The values keep their stored type (float32, usually a zero-copy view): sums are taken in
-    float64 by the reductions themselves, so no float64 copy of every token is made.
+    The values keep their stored type (float32, usually a zero-copy view): sums are taken in float64 by the
+    reductions, widened into a reused scratch array (``_doubles``).
     """
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if arr.offset:
@@ -91,9 +91,11 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
             col = table[name]
             lengths = pa.compute.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
             lens = np.maximum(lens, lengths)
-            listed |= col.is_valid().to_numpy(zero_copy_only=False)
-            if name != "tokens":
+            if name == "tokens":
+                listed |= col.is_valid().to_numpy(zero_copy_only=False)
+            else:
                 flat[name] = _flat(col)
+                listed |= flat[name][2]
     out["n_tokens"] = pa.array(lens.astype(np.int32), mask=~listed)  # no token arrays: unknown, not 0
     nan = np.full(rows, np.nan)
     if "logprobs" in flat:

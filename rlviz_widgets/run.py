@@ -60,28 +60,36 @@ MAX_BINS = 2**31 - 1  # a bin number is an INTEGER
 SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql runs (MULTI: a PIVOT)
 
 
-def _binning(column: str, lo: float, hi: float, bins: int):
-    """(SQL of a value's bin number, a function giving the lower edge of bin numbers) for ``bins`` equal bins over
-    [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first: halving is
-    exact, so the bins are those the unhalved values would have."""
+def _binning(lo: float, hi: float, bins: int):
+    """(SQL of a column's bin numbers, a function giving the lower edge of bin numbers) for ``bins`` equal bins
+    over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first: halving
+    is exact, so the bins are those the unhalved values would have."""
     f = 1.0 if math.isfinite(hi - lo) else 0.5
     width = (hi * f - lo * f) / bins if hi > lo else 1.0
-    value = column if f == 1.0 else f"({column} * 0.5::DOUBLE)"
-    sql = f"least(floor(({value} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
+
+    def sql(column: str) -> str:
+        value = column if f == 1.0 else f"({column} * 0.5::DOUBLE)"
+        return f"least(floor(({value} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
+
     return sql, lambda b: (lo * f + b * width) / f
+
+
+def _number(x) -> float | None:
+    """``x`` as a float if it is a number (numpy's, Decimal, Fraction...), else None (text and booleans are not)."""
+    if isinstance(x, (str, bytes, bool, np.bool_)):
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _cap_option(cap) -> int | None:
     """``max_samples_per_step`` checked: None or a whole number of at least 1 (2.0 and 1e3 are whole numbers)."""
     if cap is None:
         return None
-    try:
-        if isinstance(cap, (str, bytes, bool, np.bool_)):
-            raise TypeError
-        whole = float(cap).is_integer()
-    except (TypeError, ValueError, OverflowError):
-        whole = False
-    if not whole:
+    value = _number(cap)
+    if value is None or not value.is_integer():
         raise TypeError(f"max_samples_per_step must be a whole number or None, not {cap!r}")
     if cap < 1:
         raise ValueError(f"max_samples_per_step must be at least 1, not {cap}")
@@ -100,13 +108,8 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
         raise ValueError(f"steps must be (first, last), either end None for open, not {steps!r}") from None
     ends = []
     for end in (lo, hi):
-        try:
-            if isinstance(end, (str, bytes, bool, np.bool_)):
-                raise TypeError
-            value = None if end is None else float(end)
-        except (TypeError, ValueError):
-            value = math.nan
-        if value is not None and math.isnan(value):
+        value = None if end is None else _number(end)
+        if end is not None and (value is None or math.isnan(value)):
             raise ValueError(f"steps=(first, last): each end a number or None, not {end!r}")
         ends.append(None if value is None or math.isinf(value) else end)
     if lo is not None and hi is not None and float(lo) > float(hi):
@@ -788,10 +791,10 @@ class Run:
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
             return pd.DataFrame(columns=cols)
-        bin_sql, edge = _binning(c, lo, hi, bins)
+        bin_sql, edge = _binning(lo, hi, bins)
         cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
         df = self._execute(f"""
-            SELECT step, {bin_sql} AS bin, count(*) AS count
+            SELECT step, {bin_sql(c)} AS bin, count(*) AS count
             FROM {src} WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
         df["bin_start"], df["bin_end"] = edge(df["bin"]), edge(df["bin"] + 1)
         return df[cols]
@@ -831,12 +834,12 @@ class Run:
             pairs = ", ".join(f"({int(s)}, {int(f)})" for s, f in first_of.items())
             src = (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
                    f"JOIN (VALUES {pairs}) b(s, first) ON x.step = b.s)")
+        bin_sql, edge = _binning(lo, hi, bins)
         unions = " UNION ALL ".join(
-            f"""SELECT {extra}'{c}' AS "column", step, {_binning(f'"{c}"', lo, hi, bins)[0]} AS bin
+            f"""SELECT {extra}'{c}' AS "column", step, {bin_sql(f'"{c}"')} AS bin
                 FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
         df = self._execute(f"""SELECT {extra}"column", step, bin, count(*) AS count FROM ({unions})
                                    GROUP BY ALL ORDER BY ALL""").df()
-        edge = _binning("", lo, hi, bins)[1]
         df["bin_start"], df["bin_end"] = edge(df["bin"]), edge(df["bin"] + 1)
         ordered = sorted(set(df["step"]))
         nxt = dict(zip(ordered, ordered[1:] + [ordered[-1] + (ordered[-1] - ordered[-2] if len(ordered) > 1 else 1)]))

@@ -23,7 +23,7 @@ from ..custom_columns import FIRST_LINES, STORED_PREFIX, number_text, stored_col
 from ..lines import Chunk, find_byte, line_bytes
 from ..metrics import ARRAYS, with_reductions
 from ..problems import short as _short
-from .jsonkeys import LONG_KEY, candidate_keys, odd_values
+from .jsonkeys import LONG_KEY, candidate_keys, equal_at, odd_values
 from .tokens import id_strings, spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
@@ -651,9 +651,8 @@ def count_literal(texts: pa.ChunkedArray | pa.Array, needle: str) -> pa.ChunkedA
         data = np.frombuffer(texts.buffers()[2], np.uint8)
         lo, hi = int(offsets[0]), int(offsets[-1])
         at = find_byte(data[lo:hi], raw[0]) + lo
-        for k, b in enumerate(raw[1:], 1):
-            at = at[at + k < hi]
-            at = at[data[at + k] == b]
+        at = at[at + len(raw) <= hi]
+        at = at[equal_at(data, at, raw)]
         row = np.searchsorted(offsets, at, side="right") - 1
         inside = at + len(raw) <= offsets[row + 1]  # not across the end of one text into the next
         counts = np.bincount(row[inside], minlength=len(texts))
