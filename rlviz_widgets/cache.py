@@ -108,6 +108,7 @@ class FileState:
     part_lines: list[list[int]] = field(default_factory=list)  # [first, last] line of each part
     part_steps: list[list[int]] = field(default_factory=list)  # [lowest, highest] step of each part
     retired: list[list] = field(default_factory=list)  # [part, time merged away]: deleted after a grace time
+    skipped: int = 0  # lines left unread (a per-step cap or a step range: ``readers.selective``)
     version: int = CACHE_VERSION
 
 
@@ -218,11 +219,37 @@ def _tail(path: Path, n: int) -> str:
 def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
     """The state to continue from and how many bytes are left to read (``whole_file``: no growth, only rebuilds)."""
     st = os.stat(cache.path)
-    whole_file = whole_file or cache.path.suffix == ".parquet"
     state = cache.load()
+    left = _left(cache, state, st, whole_file)
+    if left is not None:
+        return state, left
+    if st.st_size == 0 and state is None and not cache.dir.exists():
+        # nothing to read and nothing cached: no folder is made (one without a state would look like a leftover)
+        state = FileState(path=str(cache.path), reader=cache.reader_name, epoch=os.urandom(8).hex())
+    else:
+        state = cache.reset()
+    if st.st_size == 0:  # never read (nothing to read): reported on every open while empty
+        state.problems.append([0, "empty_file", "the file is empty (line 0: the file as a whole)"])
+    return state, st.st_size
+
+
+def reusable(cache: FileCache) -> bool:
+    """Whether the file's cache holds some of it and is complete or can be read on from where it stops (``plan``
+    keeps it)."""
+    try:
+        state = cache.load()
+        return state is not None and state.consumed > 0 and _left(cache, state, os.stat(cache.path), False) is not None
+    except OSError:
+        return False
+
+
+def _left(cache: FileCache, state: FileState | None, st: os.stat_result, whole_file: bool) -> int | None:
+    """How many bytes are left to read after ``state`` (0: the cache is complete), or None if the file must be read
+    from its start."""
+    whole_file = whole_file or cache.path.suffix == ".parquet"
     if state is not None:
         if state.size == st.st_size and state.mtime_ns == st.st_mtime_ns:
-            return state, 0
+            return 0
     if state is not None and not whole_file:
         # only a file that grew keeps its cache (same size, new mtime: rewritten in place); its first and
         # last bytes read must be unchanged
@@ -236,15 +263,8 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
         elif grew:  # the last line was taken without its newline: only blanks may have come before it
             grew = _open_tail_end(cache.path, state.consumed) is not None
         if grew or (state.consumed == 0 and st.st_size >= state.size):
-            return state, st.st_size - state.consumed
-    if st.st_size == 0 and state is None and not cache.dir.exists():
-        # nothing to read and nothing cached: no folder is made (one without a state would look like a leftover)
-        state = FileState(path=str(cache.path), reader=cache.reader_name, epoch=os.urandom(8).hex())
-    else:
-        state = cache.reset()
-    if st.st_size == 0:  # never read (nothing to read): reported on every open while empty
-        state.problems.append([0, "empty_file", "the file is empty (line 0: the file as a whole)"])
-    return state, st.st_size
+            return st.st_size - state.consumed
+    return None
 
 
 def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
@@ -259,6 +279,9 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
     if not jobs:
         return []
     bound = [reader.for_file(c.path) if hasattr(reader, "for_file") else reader for c, _ in jobs]
+    for (cache, state), r in zip(jobs, bound):
+        if state.consumed and hasattr(r, "resume"):  # a selective read goes on: how much of each step it has
+            r.resume(cache.part_paths(state))
     # a file read on from where an earlier read stopped gains small parts (a refresh, or an open of a log that
     # grew since): merged when done; a file read from its start has big parts already
     resumed = [state.consumed > 0 for _, state in jobs]
@@ -334,6 +357,7 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
             for write in reversed(writes):  # nothing left to parse: write what the writer has not started
                 write.result()
     for (cache, state), r, again in zip(jobs, bound, resumed):
+        state.skipped += getattr(r, "skipped", 0)
         if again and not getattr(r, "whole_file", False):
             compact_tail(cache, state)
         _retire_orphans(cache, state)

@@ -28,6 +28,7 @@ from .progress import Progress
 from .readers import READERS
 from .readers.detect import detect
 from .readers.rlb import DEFAULT_PAD_TOKEN
+from .readers.selective import SelectiveReader
 from .sources import NoLogsError, absolute, resolve, source_folders, source_key
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
@@ -115,6 +116,17 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
     if lo is not None and hi is not None and float(lo) > float(hi):
         raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
     return (ends[0], ends[1])
+
+
+def _selective(reader, cap: int | None, steps: tuple) -> SelectiveReader | None:
+    """The reader that skips what a cap and a step range leave out, if any is set and the format allows it."""
+    lo, hi = steps
+    if (cap is None and steps == (None, None)) or not SelectiveReader.possible(reader):
+        return None
+    limit = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open
+    lo = None if lo is None or math.ceil(lo) <= limit.min else math.ceil(lo)
+    hi = None if hi is None or math.floor(hi) >= limit.max else math.floor(hi)
+    return SelectiveReader(reader, cap, lo, hi)
 
 
 def _same_step_files(files: list[Path], reader) -> list[Problem]:
@@ -262,6 +274,8 @@ class Run:
         if self.cache_root.exists() and not self.cache_root.is_dir():
             raise NotADirectoryError(f"the cache dir {self.cache_root} is a file: pass cache_dir= a folder")
         self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
+        # a cap or a range: files never read before are read through a reader that skips the lines left out
+        self._selective = _selective(self._reader, max_samples_per_step, steps)
         self._progress = progress
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
@@ -298,7 +312,7 @@ class Run:
         if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
             with self._writable_cache():
                 self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
-        caches = [cachemod.FileCache(self.cache_root, f, self._reader.name) for f in files]
+        caches = [self._cache_for(f) for f in files]
         unreadable: dict[str, str] = {}
         plans = [_plan(c, unreadable) for c in caches]
         if _first and unreadable and len(unreadable) == len(files):  # nothing to show: say why at once
@@ -324,7 +338,7 @@ class Run:
             try:
                 todo_jobs = [(c, state) for c, (state, n) in zip(caches, plans) if n]
                 befores = [len(state.problems) for _, state in todo_jobs]
-                results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes, bar.file_done)
+                results = self._update(todo_jobs, bar)
                 updated = {str(c.path): (r, before) for (c, _), r, before in zip(todo_jobs, results, befores)}
                 for _ in range(3):  # a file rewritten while it was read (a job restarted) is read again, afresh
                     stale = [c for (c, _), (st, _) in zip(todo_jobs, results) if cachemod.is_stale(st)]
@@ -333,8 +347,7 @@ class Run:
                     again = [(c, _plan(c, unreadable)) for c in stale]
                     gone |= {str(c.path) for c, p in again if p is None}
                     todo_jobs = [(c, p[0]) for c, p in again if p is not None]
-                    results = cachemod.update_files(self._db_future, todo_jobs, self._reader, bar.bytes,
-                                                    bar.file_done)
+                    results = self._update(todo_jobs, bar)
                     updated.update({str(c.path): (r, 0) for (c, _), r in zip(todo_jobs, results)})
             finally:
                 bar.close()
@@ -411,6 +424,30 @@ class Run:
         shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
         problemsmod.warn(shown)
         return changed or moved
+
+    def _cache_for(self, path: Path) -> cachemod.FileCache:
+        """A file's cache: the full one (every line read), or with a cap or a step range, one of the lines they may
+        keep. A file keeps the kind it was first given; a full cache that can serve is used whatever the options."""
+        known = self._caches.get(str(path))
+        if known is not None:
+            return cachemod.FileCache(self.cache_root, path, known.reader_name)
+        full = cachemod.FileCache(self.cache_root, path, self._reader.name)
+        if self._selective is None or cachemod.reusable(full):
+            return full
+        return cachemod.FileCache(self.cache_root, path, self._selective.name)
+
+    def _update(self, jobs: list[tuple[cachemod.FileCache, cachemod.FileState]], bar: Progress) -> list:
+        """``cache.update_files`` of each job, through the reader its cache is of; results in the jobs' order."""
+        readers = {r.name: r for r in (self._reader, self._selective) if r is not None}
+        out: list = [None] * len(jobs)
+        for name, reader in readers.items():
+            mine = [i for i, (c, _) in enumerate(jobs) if c.reader_name == name]
+            if mine:
+                results = cachemod.update_files(self._db_future, [jobs[i] for i in mine], reader, bar.bytes,
+                                                bar.file_done)
+                for i, r in zip(mine, results):
+                    out[i] = r
+        return out
 
     @contextlib.contextmanager
     def _writable_cache(self):
@@ -1009,11 +1046,18 @@ class Run:
 
     @property
     def files(self) -> pd.DataFrame:
-        """The log files read: number, path, bytes, lines read, problems."""
+        """The log files read: number, path, bytes, lines read, problems, lines skipped unread (``skipped``)."""
         rows = [{"file_no": self._file_no[p], "file": p, "bytes": st.size, "lines": st.lines,
-                 "problems": len(st.problems)} for p, st in self._states.items()]
-        columns = ["file_no", "file", "bytes", "lines", "problems"]
+                 "problems": len(st.problems), "skipped": st.skipped} for p, st in self._states.items()]
+        columns = ["file_no", "file", "bytes", "lines", "problems", "skipped"]
         return pd.DataFrame(rows, columns=columns).sort_values("file_no").reset_index(drop=True)
+
+    @property
+    def skipped_lines(self) -> int:
+        """Lines left unread: their step, told from their bytes, is past the per-step cap or out of the step range.
+        Their records were never parsed, so their problems are not in ``problems`` (0 when the run was read from a
+        cache of every line, made by an open without those options)."""
+        return sum(st.skipped for st in self._states.values())
 
     def summary(self) -> str:
         """A few lines saying what the run holds."""
@@ -1033,6 +1077,9 @@ class Run:
                                            "none (sample-level log)" if n else "none (no samples)"))
         probs = self._all_problems()
         lines.append(f"  problems: {len(probs)}" + (f" ({problemsmod.summarize(probs)})" if probs else ""))
+        if self.skipped_lines:
+            lines.append(f"  lines skipped unread (past the per-step cap or out of the step range): "
+                         f"{self.skipped_lines} (not checked for problems)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

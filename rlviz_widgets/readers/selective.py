@@ -1,0 +1,199 @@
+"""A reader that parses only the lines a run can keep: a per-step cap and a step range skip the rest unread.
+
+RL Logging Board's ``max_samples_per_step`` stops reading a step's records once it holds enough.
+Here the step of each line is told from its bytes (``line_steps``) before anything is parsed:
+
+- a line of a step outside the range is skipped;
+- a line past a step's first ``cap`` samples in its file is skipped. The run keeps a step's first
+  ``cap`` samples across all files, by line then path: a sample that is not among the first ``cap``
+  of its own file is never among them, so each file is capped on its own.
+
+What a line that was not parsed would have held is unknown: the first ``cap`` lines of a step
+may hold fewer than ``cap`` samples (a bad line is no sample). So after the parse, a step whose
+samples before its first skipped line are too few has more lines parsed, until none are too few.
+The parts this reader writes hold every sample the run keeps, and some more (lines whose step
+the bytes do not tell are parsed as usual); the run's own filter then keeps exactly what a full
+read would. A line skipped is not checked: its problems go unreported, and their count is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..lines import Chunk
+from .jsonkeys import candidate_keys
+from .linesteps import NO_STEP, line_steps
+from .rlb import _q
+
+
+class SelectiveReader:
+    """``reader``, reading only the lines that a per-step ``cap`` and a step range (``lo``..``hi``) may keep."""
+
+    whole_file = False
+
+    def __init__(self, reader, cap: int | None, lo: int | None, hi: int | None):
+        self.reader, self.cap, self.lo, self.hi = reader, cap, lo, hi
+        self.key = reader.fields()["step"]
+        self.scan_byte = reader.scan_byte
+        # its own cache: its parts lack the lines skipped (another cap or range skips others)
+        self.name = (f"{reader.name}|cap={'' if cap is None else cap}"
+                     f"|steps={'' if lo is None else lo}..{'' if hi is None else hi}")
+
+    @staticmethod
+    def possible(reader) -> bool:
+        """Whether ``reader``'s lines can be skipped: JSON lines whose step is one top-level key's value."""
+        if getattr(reader, "whole_file", False) or not hasattr(reader, "_spec"):
+            return False
+        return reader._spec(set())[1]["step"] == f"r.{_q(reader.fields()['step'])}"
+
+    def prepare(self, chunk: Chunk) -> None:
+        """Each line's step, early (in the reading thread). The reader's own early work (keys, odd lines) is left
+        for the lines kept: most of a chunk may be skipped."""
+        chunk.steps = line_steps(chunk.lines, self.key, chunk.found)
+
+    def for_file(self, path) -> FileSelection:
+        return FileSelection(self, self.reader.for_file(path))
+
+    def parse_many(self, con, chunks: list[Chunk], readers: list[FileSelection]) -> list[tuple[pa.Table | None, list]]:
+        """Small chunks (of several files) parsed in one query, each first cut to the lines its file may keep."""
+        picked = [r.select(c) for r, c in zip(readers, chunks)]
+        todo = [i for i, (keep, _) in enumerate(picked) if keep.any()]
+        parsed = dict(zip(todo, self.reader.parse_many(
+            con, [_subset(chunks[i], picked[i][0], readers[i].inner, copy=True) for i in todo],
+            [readers[i].inner for i in todo]))) if todo else {}
+        return [r.settle(con, c, keep, steps, parsed.get(i, (None, [])))
+                for i, (r, c, (keep, steps)) in enumerate(zip(readers, chunks, picked))]
+
+
+class FileSelection:
+    """A ``SelectiveReader`` bound to one file: how many samples of each step the file has given so far."""
+
+    whole_file = False
+
+    def __init__(self, owner: SelectiveReader, inner) -> None:
+        self.owner, self.inner = owner, inner
+        self.have: dict[int, int] = {}  # step -> samples read of it (in this file)
+        self.skipped = 0  # lines skipped unread
+
+    @property
+    def file_step(self):
+        return self.inner.file_step
+
+    def resume(self, part_paths: list[str]) -> None:
+        """Counts of the samples a file's earlier reads gave (its read goes on from where they stopped)."""
+        for path in part_paths:
+            steps, counts = np.unique(pq.read_table(path, columns=["step"])["step"].to_numpy(), return_counts=True)
+            for s, n in zip(steps.tolist(), counts.tolist()):
+                self.have[s] = self.have.get(s, 0) + n
+
+    def parse(self, con, chunk: Chunk) -> tuple[pa.Table | None, list]:
+        keep, steps = self.select(chunk)
+        parsed = self.inner.parse(con, _subset(chunk, keep, self.inner)) if keep.any() else (None, [])
+        return self.settle(con, chunk, keep, steps, parsed)
+
+    def select(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        """(the lines to parse, each line's step or NO_STEP): those the range and the cap may keep, and every
+        line whose step the bytes do not tell."""
+        owner = self.owner
+        steps = getattr(chunk, "steps", None)
+        if steps is None:  # a chunk nobody prepared (the last line, without its newline)
+            steps = line_steps(chunk.lines, owner.key)
+        if self.file_step is not None:
+            # no line of the chunk names a step (a key in any spelling): each is of the file name's step
+            keys = chunk.keys if chunk.keys is not None else candidate_keys(chunk.lines)
+            if owner.key not in keys:
+                steps = np.full(len(steps), self.file_step, dtype=np.int64)
+        known = steps != NO_STEP
+        inside = known.copy()
+        if owner.lo is not None:
+            inside &= steps >= owner.lo
+        if owner.hi is not None:
+            inside &= steps <= owner.hi
+        keep = ~known
+        if owner.cap is None:
+            return keep | inside, steps
+        at = np.flatnonzero(inside)
+        room = np.array([owner.cap - self.have.get(s, 0) for s in steps[at].tolist()], dtype=np.int64)
+        keep[at[_rank(steps[at]) < room]] = True
+        return keep, steps
+
+    def settle(self, con, chunk: Chunk, keep: np.ndarray, steps: np.ndarray,
+               parsed: tuple[pa.Table | None, list]) -> tuple[pa.Table | None, list]:
+        """The parse of the lines kept, made enough: while a step has fewer than ``cap`` samples before the first
+        line of it skipped, its next skipped lines are parsed too."""
+        owner = self.owner
+        table, problems = parsed
+        while owner.cap is not None:
+            more = _short(table, keep, steps, chunk.numbers, owner, self.have)
+            if not more.any():
+                break
+            keep = keep | more
+            table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner))
+        if table is not None and table.num_rows:
+            counts = pc.value_counts(table["step"])
+            for s, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+                self.have[s] = self.have.get(s, 0) + n
+        self.skipped += int(len(keep) - np.count_nonzero(keep))
+        return table, problems
+
+
+def _rank(steps: np.ndarray) -> np.ndarray:
+    """Each value's count of equal values before it (0 for the first of each)."""
+    order = np.argsort(steps, kind="stable")
+    s = steps[order]
+    at = np.arange(len(s))
+    first = np.maximum.accumulate(np.where(np.r_[True, s[1:] != s[:-1]], at, 0))
+    rank = np.empty(len(s), dtype=np.int64)
+    rank[order] = at - first
+    return rank
+
+
+def _short(table: pa.Table | None, keep: np.ndarray, steps: np.ndarray, numbers: np.ndarray, owner: SelectiveReader,
+           have: dict[int, int]) -> np.ndarray:
+    """The skipped lines to parse next: for each step whose samples (read before, and parsed before its first
+    skipped line) are fewer than the cap, as many of its next skipped lines as samples are missing."""
+    more = np.zeros(len(keep), dtype=bool)
+    skipped = np.flatnonzero(~keep & (steps != NO_STEP))
+    if owner.lo is not None:
+        skipped = skipped[steps[skipped] >= owner.lo]
+    if owner.hi is not None:
+        skipped = skipped[steps[skipped] <= owner.hi]
+    if not len(skipped):
+        return more
+    uniq, first = np.unique(steps[skipped], return_index=True)  # first: each step's first skipped line
+    before = np.zeros(len(uniq), dtype=np.int64)
+    if table is not None and table.num_rows:
+        row_steps = table["step"].to_numpy(zero_copy_only=False)
+        row_lines = table["line"].to_numpy(zero_copy_only=False)
+        k = np.searchsorted(uniq, row_steps).clip(0, len(uniq) - 1)
+        mine = (uniq[k] == row_steps) & (row_lines < numbers[skipped[first]][k])
+        before = np.bincount(k[mine], minlength=len(uniq))
+    missing = owner.cap - before - np.array([have.get(s, 0) for s in uniq.tolist()], dtype=np.int64)
+    for s, n in zip(uniq[missing > 0].tolist(), missing[missing > 0].tolist()):
+        more[skipped[steps[skipped] == s][:n]] = True
+    return more
+
+
+def _subset(chunk: Chunk, keep: np.ndarray, reader, copy: bool = False) -> Chunk:
+    """The chunk's lines marked in ``keep``, prepared by ``reader`` (their keys, their odd lines). Runs of lines
+    kept are zero-copy slices of the chunk's, unless ``copy`` (or the runs are many and short)."""
+    idx = np.flatnonzero(keep)
+    found = chunk.found
+    if found is not None:  # the colons of the lines kept: keys and odd lines are looked for there only
+        offsets = np.frombuffer(chunk.lines.buffers()[1], dtype=np.int64)[chunk.lines.offset:][:len(chunk.lines) + 1]
+        found = found[keep[np.searchsorted(offsets, found, side="right") - 1]]
+    probe = dataclasses.replace(chunk, found=found, keys=None, odd=None)
+    reader.prepare(probe)
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    if copy or len(breaks) + 1 > max(8, len(idx) // 4):
+        lines = chunk.lines.take(pa.array(idx))
+    else:
+        runs = np.split(idx, breaks)
+        lines = pa.chunked_array([chunk.lines.slice(int(r[0]), len(r)) for r in runs], chunk.lines.type)
+    return Chunk(lines, chunk.numbers[idx], chunk.first_bytes[idx], chunk.start, chunk.end, keys=probe.keys,
+                 odd=probe.odd, final=chunk.final)

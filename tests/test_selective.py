@@ -1,0 +1,238 @@
+"""A per-step cap and a step range skip the lines they leave out, unread: the frames are those a full read gives."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from conftest import write_lines
+from formats import write_nemo, write_verl
+
+import rlviz_widgets
+from rlviz_widgets.readers import rlb as rlbmod
+from rlviz_widgets.readers.linesteps import NO_STEP, line_steps
+from rlviz_widgets.synth import make_record
+
+
+def steps_of(lines: list[str], key: str = "step") -> list:
+    out = line_steps(pa.array([line + "\n" for line in lines], pa.large_string()), key)
+    return [None if s == NO_STEP else int(s) for s in out]
+
+
+def test_a_lines_step_is_told_from_its_bytes_only_when_certain():
+    lines = {
+        '{"step": 3, "a": 1}': 3,
+        '{"a": 1, "step":-8}': -8,
+        '{"a": "x\\"{", "step" :  10 }': 10,  # a brace in a string, blanks around the colon
+        '{"a": "{", "b": "}}", "step": 6}': 6,
+        '{"a": "x\\\\", "b": "{", "step": 7}': 7,  # an escaped backslash ends the string before the brace's
+        '{"a": {"x": 4}, "step": 5}': 5,  # an object before the key, closed
+        '{"a": [{"x": 1}, {"y": {}}], "step": 0}': 0,
+        '{"p": "say \\"step\\": 9", "step": 2}': 2,  # the key's bytes in a string: not a key
+        '{"a": {"step": 4}, "b": 2}': None,  # nested, not the record's step
+        '{"a": [{"step": 1}], "step": 11}': None,  # the key's bytes twice: the parser decides
+        '{"step": 1, "step": 2}': None,  # a duplicate key: the parser decides which counts
+        '{"step": 3.0}': None,
+        '{"step": "3"}': None,
+        '{"step": 1e3}': None,
+        '{"step": 012}': None,  # not JSON
+        '{"step": 5': None,  # half a record
+        '  {"step": 1}': None,  # indented: sorted out by the parser
+        '{"st\\u0065p": 4}': None,  # an escaped key
+        '{"steps": 4, "a_step": 5}': None,
+        '{"step": 123456789012345678}': 123456789012345678,
+        '{"step": 1234567890123456789}': None,  # past 18 digits: the parser reads it exactly
+    }
+    assert steps_of(list(lines)) == list(lines.values())
+    for line, step in lines.items():  # each alone (the search runs over a chunk's shared buffer)
+        assert steps_of([line]) == [step], line
+    # the format's own step key
+    assert steps_of(['{"global_step": 12, "step": 3}'], "global_step") == [12]
+    assert steps_of(['{"ştep": 12}'], "ştep") == [12]
+    assert steps_of(['{"a\\"b": 12}'], 'a"b') == [None]
+
+
+def _records(n_steps=4, per_step=10, seed=0):
+    rng = random.Random(seed)
+    return [make_record(rng, s, i, 6, progress=s / n_steps) for s in range(n_steps) for i in range(per_step)]
+
+
+def _open(source, cache, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rlviz_widgets.open_run(source, cache_dir=cache, progress=False, **options)
+
+
+def _same_as_a_full_read(source, tmp_path, **options):
+    """(the run opened with the options on a fresh cache, the same options over a cache of every line)."""
+    k = len(list(tmp_path.glob("cache*")))
+    part = _open(source, tmp_path / f"cache{k}", **options)
+    _open(source, tmp_path / f"cache{k + 1}")
+    full = _open(source, tmp_path / f"cache{k + 1}", **options)
+    assert full.skipped_lines == 0
+    key = ["step", "line", "file"]
+    pd.testing.assert_frame_equal(part.samples.sort_values(key).reset_index(drop=True),
+                                  full.samples.sort_values(key).reset_index(drop=True))
+    pd.testing.assert_frame_equal(part.steps, full.steps)
+    ids = part.samples["sample_id"].tolist()
+    pd.testing.assert_frame_equal(part.tokens(ids), full.tokens(ids))
+    return part, full
+
+
+@pytest.fixture
+def parsed(monkeypatch):
+    """Every line number the JSON parser is given, per file (across the run's opens)."""
+    seen: list[int] = []
+    real = rlbmod.RLBReader._parse
+
+    def spy(self, con, chunk, steps):
+        seen.extend(chunk.numbers.tolist())
+        return real(self, con, chunk, steps)
+
+    monkeypatch.setattr(rlbmod.RLBReader, "_parse", spy)
+    return seen
+
+
+def test_the_cap_skips_the_lines_past_it_unread(tmp_path, parsed):
+    recs = _records(4, 10)
+    write_lines(tmp_path / "logs" / "r0.jsonl", recs)
+    part = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=3)
+    assert sorted(parsed) == [s * 10 + i + 1 for s in range(4) for i in range(3)]  # the first 3 lines of each step
+    assert part.skipped_lines == 28 and part.files["skipped"].tolist() == [28]
+    assert "lines skipped unread (past the per-step cap or out of the step range): 28" in part.summary()
+    assert part.steps["samples"].tolist() == [3] * 4
+    # reopened: from its cache, nothing parsed
+    parsed.clear()
+    again = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=3)
+    assert parsed == [] and again.skipped_lines == 28
+    _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=3)
+
+
+def test_the_step_range_skips_the_steps_outside_it(tmp_path, parsed):
+    write_lines(tmp_path / "logs" / "r0.jsonl", _records(5, 4))
+    part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, steps=(1.5, 3))
+    assert part.step_values == [2, 3]
+    assert parsed[:9] == [*range(9, 17), 1]  # the first open parsed steps 2 and 3 only, then the full read began
+    assert part.skipped_lines == 12
+    part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, steps=(3, None), max_samples_per_step=1)
+    assert part.step_values == [3, 4] and part.skipped_lines == 18
+
+
+def test_bad_lines_among_the_first_are_made_up_for(tmp_path, parsed):
+    """The first N lines of a step may hold fewer than N samples: the next lines are read until N are."""
+    recs = _records(3, 8)
+    lines: list = [dict(r) for r in recs]
+    lines[0] = '{"step": 0, "prompt": "broken'  # not JSON, its step readable
+    lines[1] = {**recs[1], "reward": "high"}  # a reward of the wrong type: a sample, its reward empty
+    lines[2] = {**recs[2], "step": 0.5}  # no whole step: no sample (the bytes do not tell it: parsed)
+    lines[8] = {**recs[8], "step": 1.0}  # read as 1 (the bytes do not tell it: parsed)
+    lines[9] = {**recs[9], "step": "1"}  # a string step: read as 1 (and said)
+    write_lines(tmp_path / "logs" / "r0.jsonl", lines)
+    _open(tmp_path / "logs", tmp_path / "first", max_samples_per_step=3)
+    first = sorted(set(parsed))
+    assert first == [1, 2, 3, 4, 5, 9, 10, 11, 12, 13, 17, 18, 19]  # line 5 made up for lines 1 and 3
+    part, full = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=3)
+    assert part.steps["samples"].tolist() == [3, 3, 3]
+    assert sorted(part.samples.query("step == 0")["line"]) == [2, 4, 5]
+    assert sorted(part.samples.query("step == 1")["line"]) == [9, 10, 11]
+    # the bad lines it read are reported as a full read reports them
+    seen = {(p.line, p.kind) for p in part.problems.itertuples()}
+    assert seen == {(p.line, p.kind) for p in full.problems.itertuples() if p.line in first}
+    assert {1, 2, 3, 10} <= {line for line, _ in seen}
+
+
+def test_a_cap_over_several_files_keeps_the_first_by_line_then_path(tmp_path):
+    rng = random.Random(3)
+    for r in range(3):  # steps interleaved, of uneven lengths, and a file whose steps go back
+        steps = [0, 0, 1, 0, 2, 1, 1, 2, 2, 0] if r != 1 else [2, 2, 1, 0, 0, 0, 1]
+        write_lines(tmp_path / "logs" / f"rank{r}.jsonl",
+                    [make_record(rng, s, i, 5, progress=0.5) for i, s in enumerate(steps)])
+    for cap in (1, 2, 3, 5):
+        part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=cap)
+        assert part.steps["samples"].max() == cap
+
+
+def test_a_grown_file_is_read_on_with_the_counts_it_had(tmp_path, parsed):
+    path = tmp_path / "logs" / "r0.jsonl"
+    recs = _records(4, 6)
+    write_lines(path, recs[:9])  # step 1 half written
+    run = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=4)
+    assert run.steps["samples"].tolist() == [4, 3]
+    write_lines(path, recs)
+    parsed.clear()
+    assert run.refresh()
+    assert sorted(parsed) == [10, 13, 14, 15, 16, 19, 20, 21, 22]  # step 1's fourth, then 4 of each new step
+    assert run.steps["samples"].tolist() == [4, 4, 4, 4]
+    reopened = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=4)
+    pd.testing.assert_frame_equal(reopened.samples, run.samples)
+    # grown again, opened anew: the counts come from the cache's parts
+    write_lines(path, recs + _records(5, 6, seed=1)[-6:])
+    parsed.clear()
+    _, full = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=4)
+    parsed.clear()
+    grown = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=4)
+    assert sorted(parsed) == [25, 26, 27, 28]
+    pd.testing.assert_frame_equal(grown.steps, full.steps)
+
+
+def test_a_cache_of_every_line_serves_a_capped_open(tmp_path, parsed):
+    lines: list = _records(2, 5)
+    lines[8] = '{"step": 1, "prompt": "cut'
+    write_lines(tmp_path / "logs" / "r0.jsonl", lines)
+    _open(tmp_path / "logs", tmp_path / "c")
+    parsed.clear()
+    run = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
+    assert parsed == [] and run.skipped_lines == 0
+    assert run.problems["line"].tolist() == [9]  # every line was checked
+    fresh = _open(tmp_path / "logs", tmp_path / "c2", max_samples_per_step=2)
+    assert fresh.problems.empty and fresh.skipped_lines == 6  # line 9 was skipped, unread
+
+
+def test_small_files_parsed_together_are_capped_each(tmp_path, parsed):
+    """A folder of small files (a file per step): their chunks are parsed in one query, each cut first."""
+    write_verl(tmp_path / "verl", steps=range(1, 7), prompts=2, n=3)
+    part, _ = _same_as_a_full_read(tmp_path / "verl", tmp_path, max_samples_per_step=2)
+    assert part.steps["samples"].tolist() == [2] * 6 and part.skipped_lines == 6 * 4
+
+
+def test_a_format_whose_step_is_the_file_name_skips_by_it(tmp_path):
+    write_nemo(tmp_path / "nemo", steps=range(1, 6), prompts=2, n=3)
+    part, _ = _same_as_a_full_read(tmp_path / "nemo", tmp_path, max_samples_per_step=2, steps=(2, 4))
+    assert part.step_values == [2, 3, 4] and part.skipped_lines == 2 * 6 + 3 * 4
+
+
+def test_nothing_to_skip_reads_as_a_full_read(tmp_path):
+    write_lines(tmp_path / "logs" / "r0.jsonl", _records(3, 4))
+    part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=10, steps=(None, 1e30))
+    assert part.skipped_lines == 0 and len(part.samples) == 12
+
+
+def test_no_step_key_in_some_lines_of_a_named_step_file(tmp_path):
+    """verl names files by step; a record's own step wins over the name, and a record without one takes it."""
+    rng = random.Random(5)
+    recs = [make_record(rng, 3, i, 4, progress=0.5) for i in range(6)]
+    for r in recs[::2]:
+        del r["step"]
+    recs[1]["step"] = 9
+    write_lines(tmp_path / "logs" / "3.jsonl", recs)
+    part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, format="columns", max_samples_per_step=2)
+    assert part.steps["samples"].tolist() == [2, 1]
+    assert np.array_equal(part.step_values, [3, 9])
+
+
+def test_a_last_line_without_its_newline(tmp_path):
+    recs = _records(2, 4)
+    write_lines(tmp_path / "a" / "r0.jsonl", recs, newline_at_end=False)  # a finished record, no newline
+    part, _ = _same_as_a_full_read(tmp_path / "a", tmp_path, max_samples_per_step=2, steps=(1, 1))
+    assert part.samples["line"].tolist() == [5, 6]
+    write_lines(tmp_path / "b" / "r0.jsonl", recs[:3])
+    with open(tmp_path / "b" / "r0.jsonl", "a") as f:
+        f.write('{"step": 0, "prompt": "half writ')  # a job still writing: said, read once complete
+    run = _open(tmp_path / "b", tmp_path / "c", max_samples_per_step=4)
+    assert run.problems["kind"].tolist() == ["incomplete_last_line"]
+    write_lines(tmp_path / "b" / "r0.jsonl", recs)
+    assert run.refresh() and run.steps["samples"].tolist() == [4, 4] and run.problems.empty
