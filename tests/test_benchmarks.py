@@ -41,3 +41,17 @@ def test_many_files_quick_prints_the_table(tmp_path):
         assert float(m.group(1)) > 0 and (case != "one" or float(m.group(2)) == 1.0)
     assert re.search(r"Parsing small files together: [0-9.]+x faster than one by one\.", out)
     assert "| (many) a file per step |" in out_md.read_text()
+
+
+def test_cap_quick_prints_the_table(tmp_path):
+    out_md = tmp_path / "cap_quick.md"
+    out = run_benchmark("cap.py", "--quick", "--repeats", "1", "--out", str(out_md), timeout=600)
+    rows = {}
+    for case in ("b", "d", "e"):
+        m = re.search(rf"^\| \({case}\) [^|]+\| ([0-9]+) \| ([0-9]+) \| ([0-9.]+) \|[^|]*\| [0-9]+ \| ([0-9.]+)x \|$",
+                      out, re.M)
+        assert m, f"no row for case ({case}) in:\n{out}"
+        rows[case] = [float(x) for x in m.groups()]
+    assert rows["b"][1] == 0 and rows["b"][3] == 1.0  # the baseline skips nothing
+    assert rows["d"][0] < rows["b"][0] and rows["d"][1] > 0 and rows["e"][1] > 0  # the checked counts, skipping
+    assert "| (d) max_samples_per_step=16 |" in out_md.read_text()
