@@ -13,7 +13,6 @@ checked against (b)'s steps. The markdown goes to ``benchmarks/results/cap.md`` 
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
@@ -26,8 +25,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_worker_args, now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
-from benchmarks.ingest import FULL, MB, QUICK, log_size, make_log  # noqa: E402
+from benchmarks.common import now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
+from benchmarks.ingest import MB, log_args, log_dir, log_size  # noqa: E402
 
 CAP = 16
 CASES = {"b": "open_run, every line", "d": f"max_samples_per_step={CAP}", "e": "steps= a fifth of the steps"}
@@ -69,22 +68,13 @@ def expected(case: str, full: dict[str, int], steps: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a ~20 MB log (smoke run)")
-    ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, help="markdown output (default benchmarks/results/cap[_quick].md)")
-    add_worker_args(ap, CASES)
-    args = ap.parse_args(argv)
+    args = log_args(__doc__, "cap", CASES, argv)
     if run_as_worker(args, worker):
         return 0
 
-    spec = QUICK if args.quick else FULL
     scratch = Path(tempfile.mkdtemp(prefix="rlviz_cap_"))
-    logdir = args.dir.resolve() if args.dir else scratch / "logs"
-    logdir.mkdir(parents=True, exist_ok=True)
     try:
-        params = make_log(logdir, spec)
+        logdir, params = log_dir(args, scratch)
         results: dict[str, list[dict]] = {c: [] for c in CASES}
         for i in range(args.repeats):  # interleaved: a machine growing busier slows every case alike
             for c in CASES:

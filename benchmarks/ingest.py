@@ -140,23 +140,32 @@ def table(results: dict[str, list[dict]], info: dict) -> tuple[str, bool]:
     return "\n".join(head + rows + tail), ok_all
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def log_args(doc: str, name: str, cases: dict, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments of a benchmark on this log (``--quick``, ``--dir``, ``--repeats``, ``--out``, the worker's)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a ~20 MB log (smoke run)")
     ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, help="markdown output (default benchmarks/results/ingest[_quick].md)")
-    add_worker_args(ap, CASES)
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=Path, help=f"markdown output (default benchmarks/results/{name}[_quick].md)")
+    add_worker_args(ap, cases)
+    return ap.parse_args(argv)
+
+
+def log_dir(args: argparse.Namespace, scratch: Path) -> tuple[Path, dict]:
+    """(the log's folder, its parameters): ``--dir``'s, or one in ``scratch``; generated unless already there."""
+    logdir = args.dir.resolve() if args.dir else scratch / "logs"
+    logdir.mkdir(parents=True, exist_ok=True)
+    return logdir, make_log(logdir, QUICK if args.quick else FULL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = log_args(__doc__, "ingest", CASES, argv)
     if run_as_worker(args, worker):
         return 0
 
-    spec = QUICK if args.quick else FULL
     scratch = Path(tempfile.mkdtemp(prefix="rlviz_ingest_"))
-    logdir = args.dir.resolve() if args.dir else scratch / "logs"
-    logdir.mkdir(parents=True, exist_ok=True)
     try:
-        params = make_log(logdir, spec)
+        logdir, params = log_dir(args, scratch)
         files = sorted(logdir.glob("*.jsonl"))
         results: dict[str, list[dict]] = {c: [] for c in CASES}
         warm = scratch / "cache_warm"

@@ -105,7 +105,7 @@ class FileSelection:
             steps = line_steps(chunk.lines, owner.key)
         if self.file_step is not None:
             # no line of the chunk names a step (a key in any spelling): each is of the file name's step
-            keys = chunk.keys if chunk.keys is not None else candidate_keys(chunk.lines)
+            keys = chunk.keys if chunk.keys is not None else candidate_keys(chunk.lines, chunk.found)
             if owner.key not in keys:
                 steps = np.full(len(steps), self.file_step, dtype=np.int64)
         known = steps != NO_STEP
