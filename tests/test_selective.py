@@ -43,6 +43,12 @@ def test_a_lines_step_is_told_from_its_bytes_only_when_certain():
         '{"step": 5': None,  # half a record
         '  {"step": 1}': None,  # indented: sorted out by the parser
         '{"st\\u0065p": 4}': None,  # an escaped key
+        '{"st\\u0065p": 0, "step": 5}': None,  # the same key twice, once escaped: the parser reads the first
+        '{"\\u0073tep": 1, "x": 2}': None,
+        '{"step"   : 0, "step": 5}': None,  # three blanks before a colon
+        '{"step"   : 7}': 7,
+        '{"r": "a\\n", "step": 5}': 5,  # an escape in a value just before the key
+        '{"a\\"": 1, "step": 2}': 2,
         '{"steps": 4, "a_step": 5}': None,
         '{"step": 123456789012345678}': 123456789012345678,
         '{"step": 1234567890123456789}': None,  # past 18 digits: the parser reads it exactly

@@ -7,7 +7,8 @@ Only what is certain for a valid JSON line counts; every other line is parsed as
 
 - the key's opening quote follows ``{``, ``,`` or a blank (so it opens a string: a quote inside
   a string is escaped) and its closing quote a colon (so the string is a key);
-- the line holds that key once, and no object is open around it: ``{`` appears before it only
+- the line holds that key once (in any spelling: a key with escapes that reads as it counts, found
+  wherever a key ends as it does), and no object is open around it: ``{`` appears before it only
   as the line's first byte, or inside strings;
 - the value is an integer (``-12``, ``0``; not ``12.0``, ``"12"`` or ``1e3``) ended by ``,`` or ``}``.
 
@@ -24,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..lines import find_byte
-from .jsonkeys import _blank, _bytes, equal_at
+from .jsonkeys import _blank, _bytes, _key_before, equal_at
 
 NO_STEP = np.iinfo(np.int64).min  # the step cannot be told from the bytes: the line is parsed
 BRACE, CLOSE, QUOTE, BACKSLASH, COMMA = 123, 125, 34, 92, 44
@@ -42,23 +43,22 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
         return out
     offsets, data, colons = _bytes(lines, colons)
     starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
-    opens, cols = [], []
-    for gap in (0, 1, 2):  # up to two blanks between the key and its colon
-        c = colons[colons >= len(pattern) + gap + 1]
-        q = c - gap - len(pattern)
-        ok = equal_at(data, q, pattern)
-        for k in range(1, gap + 1):
-            ok &= _blank(data[c - k])
-        before = data[q[ok] - 1]
-        ok[ok] = (before == BRACE) | (before == COMMA) | _blank(before)
-        opens.append(q[ok])
-        cols.append(c[ok])
-    q, c = np.concatenate(opens), np.concatenate(cols)
+    close, c = _key_ends(data, colons)
+    q = close - len(pattern) + 1  # where the key would open, if it is ``key``
+    mine = q >= 1
+    mine[mine] = equal_at(data, q[mine], pattern)
+    before = data[np.maximum(q, 1) - 1]
+    mine &= (before == BRACE) | (before == COMMA) | _blank(before)
+    where = np.searchsorted(starts, close, side="right") - 1
+    escaped = _escaped_spellings(data, close[~mine], key)
+    escaped = np.flatnonzero(~mine)[escaped]
+    count = np.bincount(where[mine], minlength=len(starts))
+    doubt = np.bincount(where[escaped], minlength=len(starts))
+    q, c, line = q[mine], c[mine], where[mine]
+    once = (count[line] == 1) & (doubt[line] == 0)  # the key once, and no key that may be it spelled otherwise
+    q, c, line = q[once], c[once], line[once]
     if not len(q):
         return out
-    line = np.searchsorted(starts, q, side="right") - 1
-    once = np.bincount(line, minlength=len(starts))[line] == 1
-    q, c, line = q[once], c[once], line[once]
     first = starts[line]
     braces = find_byte(data, BRACE)
     nested = np.searchsorted(braces, q) - np.searchsorted(braces, first)  # '{' before the key in its line
@@ -71,6 +71,50 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
         m = _INT.match(view, int(c[i]) + 1, int(ends[line[i]]))
         if m is not None:
             out[line[i]] = int(m.group(1))
+    return out
+
+
+def _key_ends(data: np.ndarray, colons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(closing quote, colon) of every key in ``data``: each colon after a quote and any JSON blanks."""
+    closes, cols = [], []
+    for gap in (0, 1, 2):
+        c = colons[colons > gap]
+        ok = data[c - gap - 1] == QUOTE
+        for k in range(1, gap + 1):
+            ok &= _blank(data[c - k])
+        closes.append(c[ok] - gap - 1)
+        cols.append(c[ok])
+    c = colons[colons > 2]
+    for at in c[_blank(data[c - 1]) & _blank(data[c - 2]) & _blank(data[c - 3])].tolist():  # 3+ blanks: rare
+        b = at - 3
+        while b > 0 and _blank(data[b - 1]):
+            b -= 1
+        if b > 0 and data[b - 1] == QUOTE:
+            closes.append(np.array([b - 1]))
+            cols.append(np.array([at]))
+    return np.concatenate(closes), np.concatenate(cols)
+
+
+def _escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
+    """Which of the keys closed at ``close`` spell ``key`` with escapes (``"st\\u0065p"``): a JSON parser reads
+    them as ``key``. Looked at closely only where the key ends as ``key`` does (its last character, or the last
+    hex digit of its escape) and a backslash lies within reach before."""
+    last = key[-1]
+    enders = [ord(last)] + [ord(h) for h in {f"{ord(last):x}"[-1], f"{ord(last):X}"[-1]}]
+    reach = 12 * len(key)  # a character escaped takes 6 bytes (12 for a surrogate pair)
+    near = np.isin(data[np.maximum(close - 1, 0)], enders)
+    at = np.flatnonzero(near)
+    if len(at):
+        window = close[at, None] - np.arange(1, reach + 1)
+        near[at] = (data[np.maximum(window, 0)] == BACKSLASH).any(axis=1)
+    out = np.zeros(len(close), dtype=bool)
+    for i in np.flatnonzero(near).tolist():
+        raw = _key_before(data, int(close[i]))
+        if isinstance(raw, bytes) and b"\\" in raw:
+            try:
+                out[i] = json.loads(b'"' + raw + b'"') == key
+            except ValueError:
+                out[i] = True  # not JSON: whatever the parser makes of it, the line is its to read
     return out
 
 
