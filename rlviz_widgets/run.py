@@ -121,9 +121,10 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
 def _selective(reader, cap: int | None, steps: tuple) -> SelectiveReader | None:
     """The reader that skips what a cap and a step range leave out, if any is set and the format allows it."""
     lo, hi = steps
+    limit = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open; so is a cap past them
+    cap = None if cap is None or cap >= limit.max else cap
     if (cap is None and steps == (None, None)) or not SelectiveReader.possible(reader):
         return None
-    limit = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open
     lo = None if lo is None or math.ceil(lo) <= limit.min else math.ceil(lo)
     hi = None if hi is None or math.floor(hi) >= limit.max else math.floor(hi)
     return SelectiveReader(reader, cap, lo, hi)

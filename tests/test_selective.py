@@ -242,3 +242,23 @@ def test_a_last_line_without_its_newline(tmp_path):
     assert run.problems["kind"].tolist() == ["incomplete_last_line"]
     write_lines(tmp_path / "b" / "r0.jsonl", recs)
     assert run.refresh() and run.steps["samples"].tolist() == [4, 4] and run.problems.empty
+
+
+def test_a_run_of_bad_lines_costs_a_few_parses_not_one_per_line(tmp_path, monkeypatch):
+    calls = []
+    real = rlbmod.RLBReader._parse
+    monkeypatch.setattr(rlbmod.RLBReader, "_parse", lambda self, con, chunk, steps: calls.append(
+        set(chunk.numbers.tolist())) or real(self, con, chunk, steps))
+    rng = random.Random(4)
+    lines: list = ['{"step": 0, "prompt": "cut'] * 100 + [make_record(rng, 0, i, 4, progress=0.5) for i in range(5)]
+    write_lines(tmp_path / "logs" / "r0.jsonl", lines)
+    part = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
+    assert part.samples["line"].tolist() == [101, 102]
+    assert len(calls) <= 8  # lines added 2, 2, 4, 8, ... per round (it was one round per 2 lines: 50 rounds)
+    assert part.skipped_lines == 105 - len(set().union(*calls))
+
+
+def test_a_cap_past_any_count_is_no_cap(tmp_path):
+    write_lines(tmp_path / "logs" / "r0.jsonl", _records(2, 3))
+    part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=1e20)
+    assert len(part.samples) == 6 and part.skipped_lines == 0

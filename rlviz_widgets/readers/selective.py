@@ -118,9 +118,14 @@ class FileSelection:
         if owner.cap is None:
             return keep | inside, steps
         at = np.flatnonzero(inside)
-        room = np.array([owner.cap - self.have.get(s, 0) for s in steps[at].tolist()], dtype=np.int64)
-        keep[at[_rank(steps[at]) < room]] = True
+        keep[at[_rank(steps[at]) < self._room(steps[at])]] = True
         return keep, steps
+
+    def _room(self, steps: np.ndarray, extra: dict[int, int] | None = None) -> np.ndarray:
+        """Per value of ``steps``: how many more samples of its step the cap takes (less ``extra``'s count)."""
+        uniq, inverse = np.unique(steps, return_inverse=True)
+        room = [self.owner.cap - self.have.get(s, 0) - (extra or {}).get(s, 0) for s in uniq.tolist()]
+        return np.array(room, dtype=np.int64)[inverse]
 
     def settle(self, con, chunk: Chunk, keep: np.ndarray, steps: np.ndarray,
                parsed: tuple[pa.Table | None, list]) -> tuple[pa.Table | None, list]:
@@ -128,11 +133,15 @@ class FileSelection:
         line of it skipped, its next skipped lines are parsed too."""
         owner = self.owner
         table, problems = parsed
+        rounds = 0
         while owner.cap is not None:
-            more = _short(table, keep, steps, chunk.numbers, owner, self.have)
+            # each round takes twice as many lines as samples are missing, then four times...: a run of bad
+            # lines costs a few parses of the chunk, not one per line
+            more = self._short(table, keep, steps, chunk.numbers, 2 ** rounds)
             if not more.any():
                 break
             keep = keep | more
+            rounds += 1
             table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner))
         if table is not None and table.num_rows:
             counts = pc.value_counts(table["step"])
@@ -141,6 +150,32 @@ class FileSelection:
         self.skipped += int(len(keep) - np.count_nonzero(keep))
         return table, problems
 
+
+    def _short(self, table: pa.Table | None, keep: np.ndarray, steps: np.ndarray, numbers: np.ndarray,
+               factor: int) -> np.ndarray:
+        """The skipped lines to parse next: of each step whose samples (read before, and parsed before its first
+        skipped line) are fewer than the cap, its next skipped lines, ``factor`` times as many as are missing."""
+        owner = self.owner
+        more = np.zeros(len(keep), dtype=bool)
+        skipped = np.flatnonzero(~keep & (steps != NO_STEP))
+        if owner.lo is not None:
+            skipped = skipped[steps[skipped] >= owner.lo]
+        if owner.hi is not None:
+            skipped = skipped[steps[skipped] <= owner.hi]
+        if not len(skipped):
+            return more
+        uniq, first = np.unique(steps[skipped], return_index=True)  # first: each step's first skipped line
+        before: dict[int, int] = {}
+        if table is not None and table.num_rows:
+            row_steps = table["step"].to_numpy(zero_copy_only=False)
+            row_lines = table["line"].to_numpy(zero_copy_only=False)
+            k = np.searchsorted(uniq, row_steps).clip(0, len(uniq) - 1)
+            mine = (uniq[k] == row_steps) & (row_lines < numbers[skipped[first]][k])
+            counts = np.bincount(k[mine], minlength=len(uniq))
+            before = {s: n for s, n in zip(uniq.tolist(), counts.tolist()) if n}
+        missing = self._room(steps[skipped], before)
+        more[skipped[_rank(steps[skipped]) < np.where(missing > 0, missing * factor, 0)]] = True
+        return more
 
 def _rank(steps: np.ndarray) -> np.ndarray:
     """Each value's count of equal values before it (0 for the first of each)."""
@@ -151,32 +186,6 @@ def _rank(steps: np.ndarray) -> np.ndarray:
     rank = np.empty(len(s), dtype=np.int64)
     rank[order] = at - first
     return rank
-
-
-def _short(table: pa.Table | None, keep: np.ndarray, steps: np.ndarray, numbers: np.ndarray, owner: SelectiveReader,
-           have: dict[int, int]) -> np.ndarray:
-    """The skipped lines to parse next: for each step whose samples (read before, and parsed before its first
-    skipped line) are fewer than the cap, as many of its next skipped lines as samples are missing."""
-    more = np.zeros(len(keep), dtype=bool)
-    skipped = np.flatnonzero(~keep & (steps != NO_STEP))
-    if owner.lo is not None:
-        skipped = skipped[steps[skipped] >= owner.lo]
-    if owner.hi is not None:
-        skipped = skipped[steps[skipped] <= owner.hi]
-    if not len(skipped):
-        return more
-    uniq, first = np.unique(steps[skipped], return_index=True)  # first: each step's first skipped line
-    before = np.zeros(len(uniq), dtype=np.int64)
-    if table is not None and table.num_rows:
-        row_steps = table["step"].to_numpy(zero_copy_only=False)
-        row_lines = table["line"].to_numpy(zero_copy_only=False)
-        k = np.searchsorted(uniq, row_steps).clip(0, len(uniq) - 1)
-        mine = (uniq[k] == row_steps) & (row_lines < numbers[skipped[first]][k])
-        before = np.bincount(k[mine], minlength=len(uniq))
-    missing = owner.cap - before - np.array([have.get(s, 0) for s in uniq.tolist()], dtype=np.int64)
-    for s, n in zip(uniq[missing > 0].tolist(), missing[missing > 0].tolist()):
-        more[skipped[steps[skipped] == s][:n]] = True
-    return more
 
 
 def _subset(chunk: Chunk, keep: np.ndarray, reader, copy: bool = False) -> Chunk:
