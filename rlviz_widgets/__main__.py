@@ -52,7 +52,7 @@ def _cache_report(args) -> int:
         rows = prune_cache(args.cache_dir)
         total, what = rows["bytes"][rows["removed"]].sum(), "removed"
     if len(rows):
-        print(rows.assign(MB=(rows["bytes"] / 2**20).round(1))[["log", "state", "MB", "in_use", "removed"]]
+        print(rows.assign(MB=(rows["bytes"] / 2**20).round(1))[["log", "lines", "state", "MB", "in_use", "removed"]]
               .to_string(index=False))
     print(f"{len(rows)} log file(s); {total / 2**20:.1f} MB {what}")
     return 0

@@ -18,11 +18,12 @@ import pandas as pd
 
 from . import cache, leases
 
-COLUMNS = ["log", "state", "bytes", "in_use", "removed", "folder"]
+COLUMNS = ["log", "lines", "state", "bytes", "in_use", "removed", "folder"]
 
 
 def cache_usage(cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
-    """One row per cached log file: ``log`` (its path), ``state`` (``current``; ``log gone``, ``other version`` or
+    """One row per cached log file: ``log`` (its path), ``lines`` (``all``, or the per-step cap and step range
+    whose lines alone it holds: ``cap=16 steps=..``), ``state`` (``current``; ``log gone``, ``other version`` or
     ``unreadable``: what ``prune_cache`` removes), ``bytes`` on disk, ``in_use`` (a live Run reads it, or
     another process is writing it), ``folder``."""
     return _scan(_root(cache_dir), remove=False)
@@ -49,8 +50,8 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
         folders = []
     used = leases.folders_in_use(root) if folders else set()
     for folder in folders:
-        log, state = _state(folder)
-        row = {"log": log, "state": state, "bytes": _bytes(folder), "in_use": folder.name in used,
+        log, state, lines = _state(folder)
+        row = {"log": log, "lines": lines, "state": state, "bytes": _bytes(folder), "in_use": folder.name in used,
                "removed": False, "folder": str(folder)}
         if state != "current" and not row["in_use"]:
             lock = cache.try_lock(root, folder)
@@ -60,7 +61,7 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
                 with lock:
                     # looked at again under the lock: a process may have built the folder (or made its log
                     # current again) and leased it between the first look and the lock
-                    row["log"], row["state"] = _state(folder)
+                    row["log"], row["state"], row["lines"] = _state(folder)
                     row["in_use"] = folder.name in leases.folders_in_use(root)
                     if remove and row["state"] != "current" and not row["in_use"]:
                         shutil.rmtree(folder, ignore_errors=True)
@@ -69,16 +70,19 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS).astype({"bytes": "int64", "in_use": bool, "removed": bool})
 
 
-def _state(folder: Path) -> tuple[str | None, str]:
-    """(the log the folder caches, what it is: current / log gone / other version / unreadable)."""
+def _state(folder: Path) -> tuple[str | None, str, str | None]:
+    """(the log the folder caches, what it is: current / log gone / other version / unreadable, which of its lines
+    it holds: ``all``, or those of a cap and a step range, see ``readers.selective``)."""
     try:
         data = json.loads((folder / "state.json").read_text())
         log, version = str(data["path"]), int(data.get("version", 0))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None, "unreadable"
+        _, sep, options = str(data.get("reader", "")).partition("|")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None, "unreadable", None
+    lines = options.replace("|", " ") if sep else "all"
     if version != cache.CACHE_VERSION:
-        return log, "other version"
-    return log, ("current" if os.path.exists(log) else "log gone")
+        return log, "other version", lines
+    return log, ("current" if os.path.exists(log) else "log gone"), lines
 
 
 def _bytes(folder: Path) -> int:

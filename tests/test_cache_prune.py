@@ -22,8 +22,8 @@ def records(step: int, n: int) -> list[dict]:
     return [make_record(rng, step, i, 6, progress=0.5) for i in range(n)]
 
 
-def _open(src, cache):
-    return rlviz_widgets.open_run(src, cache_dir=cache, progress=False)
+def _open(src, cache, **options):
+    return rlviz_widgets.open_run(src, cache_dir=cache, progress=False, **options)
 
 
 def _two_logs(tmp_path):
@@ -153,3 +153,13 @@ def test_a_damaged_lease_breaks_nothing(tmp_path):
             json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "parts": parts}))
     a.unlink()
     assert rlviz_widgets.prune_cache(cache)["removed"].tolist() == [True]
+
+
+def test_a_cache_of_a_caps_lines_is_listed_as_such(tmp_path):
+    a, _, cache = _two_logs(tmp_path)
+    _open(a, cache, max_samples_per_step=1, steps=(0, 5))
+    _open(a, cache, steps=(1, None))
+    _open(a, cache)
+    usage = rlviz_widgets.cache_usage(cache)
+    assert sorted(usage["lines"]) == ["all", "cap=1 steps=0..5", "steps=1.."]
+    assert set(usage["state"]) == {"current"} and set(usage["log"]) == {str(a)}

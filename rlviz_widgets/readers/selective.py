@@ -41,8 +41,10 @@ class SelectiveReader:
         self.key = reader.fields()["step"]
         self.scan_byte = reader.scan_byte
         # its own cache: its parts lack the lines skipped (another cap or range skips others)
-        self.name = (f"{reader.name}|cap={'' if cap is None else cap}"
-                     f"|steps={'' if lo is None else lo}..{'' if hi is None else hi}")
+        options = [f"cap={cap}"] if cap is not None else []
+        if (lo, hi) != (None, None):
+            options.append(f"steps={'' if lo is None else lo}..{'' if hi is None else hi}")
+        self.name = "|".join([reader.name, *options])
 
     @staticmethod
     def possible(reader) -> bool:
