@@ -220,7 +220,9 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
     ``pad_token`` is stripped from displayed texts; prompt text before the last
     ``system_prompt_end`` marker is dropped; at most ``max_samples_per_step`` samples are
     kept per step (the first ones, in line order across rank files); ``steps=(lo, hi)``
-    keeps an inclusive step range. The columnar cache lives in ``cache_dir`` (default:
+    keeps an inclusive step range. With either, the lines they leave out are skipped unread
+    where each line's step can be told from its bytes (``run.skipped_lines`` counts them; their
+    problems go unreported). The columnar cache lives in ``cache_dir`` (default:
     ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder.
     """
     return Run(source, format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token,
