@@ -63,6 +63,7 @@ BATCH_BYTES = 4 << 20  # chunks smaller than this (small files) are parsed sever
 BATCH_CHUNKS = 256  # at most this many at once (splitting the result back takes a pass over it per chunk)
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
 COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
+REUSE_GROWTH_BYTES = 16 << 20  # a cache of every line serves a cap if at most this (or 1/8 of it) is left to read
 RETIRED_GRACE_S = 600.0  # parts merged away are deleted this long after: queries begun on them end first
 
 
@@ -109,6 +110,7 @@ class FileState:
     part_steps: list[list[int]] = field(default_factory=list)  # [lowest, highest] step of each part
     retired: list[list] = field(default_factory=list)  # [part, time merged away]: deleted after a grace time
     skipped: int = 0  # lines left unread (a per-step cap or a step range: ``readers.selective``)
+    step_counts: dict[str, int] = field(default_factory=dict)  # samples per step in the parts (a cap's cache only)
     version: int = CACHE_VERSION
 
 
@@ -234,13 +236,17 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
 
 
 def reusable(cache: FileCache) -> bool:
-    """Whether the file's cache holds some of it and is complete or can be read on from where it stops (``plan``
-    keeps it)."""
+    """Whether the file's cache holds most of it, and ``plan`` keeps it: what is left to read (the file grew) is at
+    most an eighth of what it holds, or 16 MB. (A cache of every line serves a per-step cap; one of the first few
+    lines of a log grown since would have the rest read whole, where a cap's own cache skips lines.)"""
     try:
         state = cache.load()
-        return state is not None and state.consumed > 0 and _left(cache, state, os.stat(cache.path), False) is not None
+        if state is None or state.consumed == 0:
+            return False
+        left = _left(cache, state, os.stat(cache.path), False)
     except OSError:
         return False
+    return left is not None and left <= max(state.consumed // 8, REUSE_GROWTH_BYTES)
 
 
 def _left(cache: FileCache, state: FileState | None, st: os.stat_result, whole_file: bool) -> int | None:
@@ -279,9 +285,9 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
     if not jobs:
         return []
     bound = [reader.for_file(c.path) if hasattr(reader, "for_file") else reader for c, _ in jobs]
-    for (cache, state), r in zip(jobs, bound):
-        if state.consumed and hasattr(r, "resume"):  # a selective read goes on: how much of each step it has
-            r.resume(cache.part_paths(state))
+    for (_, state), r in zip(jobs, bound):
+        if hasattr(r, "resume"):  # a selective read goes on: how much of each step it has
+            r.resume(state.step_counts)
     # a file read on from where an earlier read stopped gains small parts (a refresh, or an open of a log that
     # grew since): merged when done; a file read from its start has big parts already
     resumed = [state.consumed > 0 for _, state in jobs]
@@ -357,7 +363,9 @@ def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileC
             for write in reversed(writes):  # nothing left to parse: write what the writer has not started
                 write.result()
     for (cache, state), r, again in zip(jobs, bound, resumed):
-        state.skipped += getattr(r, "skipped", 0)
+        if hasattr(r, "resume"):
+            state.skipped += r.skipped
+            state.step_counts = r.counts()
         if again and not getattr(r, "whole_file", False):
             compact_tail(cache, state)
         _retire_orphans(cache, state)

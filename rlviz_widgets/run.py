@@ -123,7 +123,7 @@ def _selective(reader, cap: int | None, steps: tuple) -> SelectiveReader | None:
     lo, hi = steps
     limit = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open; so is a cap past them
     cap = None if cap is None or cap >= limit.max else cap
-    if (cap is None and steps == (None, None)) or not SelectiveReader.possible(reader):
+    if (cap is None and steps == (None, None)) or reader.step_key() is None:
         return None
     lo = None if lo is None or math.ceil(lo) <= limit.min else math.ceil(lo)
     hi = None if hi is None or math.floor(hi) >= limit.max else math.floor(hi)
@@ -516,7 +516,10 @@ class Run:
         names = self._column_names if own else names
         known = len(names)
         column_names(self._custom_keys(), names)
-        if own and len(names) > known and self._names_file is not None:
+        # names are kept for the next open only from every line: a cache of a cap's lines lacks some keys, and
+        # names it gave would stick to a later open of every line (``Score`` kept, ``score`` renamed)
+        partial = any(c.reader_name != self._reader.name for c in self._caches.values())
+        if own and len(names) > known and self._names_file is not None and not partial:
             save_names(self._names_file, names)
         return names
 

@@ -13,6 +13,7 @@ from conftest import write_lines
 from formats import write_nemo, write_verl
 
 import rlviz_widgets
+from rlviz_widgets import cache as cachemod
 from rlviz_widgets.readers import rlb as rlbmod
 from rlviz_widgets.readers.linesteps import NO_STEP, line_steps
 from rlviz_widgets.synth import make_record
@@ -262,3 +263,69 @@ def test_a_cap_past_any_count_is_no_cap(tmp_path):
     write_lines(tmp_path / "logs" / "r0.jsonl", _records(2, 3))
     part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=1e20)
     assert len(part.samples) == 6 and part.skipped_lines == 0
+
+
+def test_a_bad_line_then_a_skipped_one_then_one_parsed_anyway(tmp_path):
+    """Only the samples before a step's first skipped line count: a sample after it (a line whose step the bytes do
+    not tell, parsed anyway) does not make up for a bad line before it."""
+    recs = _records(2, 6, seed=1)
+    lines: list = [dict(r) for r in recs]
+    lines[0] = '{"step": 0, "prompt": "broken'
+    lines[4] = {**recs[4], "step": 0.0}
+    write_lines(tmp_path / "logs" / "r0.jsonl", lines)
+    part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=3)
+    assert sorted(part.samples.query("step == 0")["line"]) == [2, 3, 4]
+
+
+def test_a_file_of_many_chunks_carries_its_counts_from_chunk_to_chunk(tmp_path, monkeypatch, parsed):
+    for name, size in (("CHUNK_BYTES", 4000), ("FIRST_CHUNK_BYTES", 2000), ("LAST_CHUNK_BYTES", 1500)):
+        monkeypatch.setattr(cachemod.linereader, name, size)
+    monkeypatch.setattr(cachemod, "BATCH_BYTES", 1000)
+    calls = []
+    real = rlbmod.RLBReader._parse
+    monkeypatch.setattr(rlbmod.RLBReader, "_parse", lambda self, con, chunk, steps: calls.append(1) or real(
+        self, con, chunk, steps))
+    write_lines(tmp_path / "logs" / "r0.jsonl", _records(3, 40))
+    part = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
+    assert (tmp_path / "logs" / "r0.jsonl").stat().st_size > 15 * 4000  # each step over several chunks
+    assert part.skipped_lines == 120 - 6 and len(calls) <= 6  # only chunks holding a step's first 2 lines parsed
+    _same_as_a_full_read(tmp_path / "logs", tmp_path, max_samples_per_step=2)
+
+
+def test_a_capped_open_leaves_the_names_of_later_full_opens_alone(tmp_path):
+    recs = _records(2, 3)
+    recs[1]["score"] = 0.5  # skipped by a cap of 1
+    recs[3]["Score"] = 0.25  # kept: the capped open sees no other spelling
+    write_lines(tmp_path / "logs" / "r0.jsonl", recs)
+    assert "Score" in _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=1).samples
+    after = _open(tmp_path / "logs", tmp_path / "c").samples.columns
+    fresh = _open(tmp_path / "logs", tmp_path / "fresh").samples.columns
+    assert sorted(c for c in after if c.lower().startswith("score")) == \
+        sorted(c for c in fresh if c.lower().startswith("score"))
+
+
+def test_a_cache_of_a_few_lines_of_every_line_does_not_serve_a_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(cachemod, "REUSE_GROWTH_BYTES", 1000)
+    path = tmp_path / "logs" / "r0.jsonl"
+    recs = _records(4, 40)
+    write_lines(path, recs[:4])
+    _open(tmp_path / "logs", tmp_path / "c")  # every line, of a log that then grew 40 times
+    write_lines(path, recs)
+    part = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
+    assert part.skipped_lines == 160 - 8  # its own cache: the log's growth was not read whole
+    write_lines(path, recs + _records(5, 40)[-2:])  # little growth: the cache of every line serves
+    assert _open(tmp_path / "logs", tmp_path / "c2").skipped_lines == 0
+    assert _open(tmp_path / "logs", tmp_path / "c2", max_samples_per_step=2).skipped_lines == 0
+
+
+def test_a_followed_capped_run_keeps_its_own_cache(tmp_path):
+    path = tmp_path / "logs" / "r0.jsonl"
+    recs = _records(4, 10)
+    write_lines(path, recs[:20])
+    run = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
+    _open(tmp_path / "logs", tmp_path / "c")  # another Run reads every line meanwhile
+    write_lines(path, recs)
+    assert run.refresh()
+    assert run.skipped_lines == 40 - 8  # read on through its own cache, not switched to the other
+    full = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
+    pd.testing.assert_frame_equal(run.steps, full.steps)

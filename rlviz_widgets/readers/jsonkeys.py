@@ -31,31 +31,17 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
     """
     if len(lines) == 0:
         return set()
-    _, data, colons = _bytes(lines, colons)
-    ends = []  # closing quotes followed by a colon, directly or after one or two blanks
-    for gap in (0, 1, 2):
-        c = colons[colons > gap + 1]
-        ok = data[c - gap - 1] == QUOTE
-        for k in range(1, gap + 1):
-            ok &= _blank(data[c - k])
-        ends.append(c[ok] - gap - 1)
-    slow = []  # candidates resolved in Python: keys with escapes, longer than the window, or far from their colon
-    c = colons[colons > 2]
-    for at in c[_blank(data[c - 1]) & _blank(data[c - 2]) & _blank(data[c - 3])].tolist():  # 3+ blanks: rare
-        at -= 3
-        while at > 0 and _blank(data[at - 1]):
-            at -= 1
-        if at > 0 and data[at - 1] == QUOTE:
-            slow.append(at - 1)
-    end = np.concatenate(ends)
-    if not len(end) and not slow:
+    _, data, colons = lines_buffer(lines, colons)
+    end, _ = key_ends(data, colons)
+    if not len(end):
         return set()
+    slow = []  # candidates resolved in Python: keys ending in a backslash
     escaped = data[end - 1] == BACKSLASH
     if escaped.any():  # \" closes nothing; \\" (a key ending in a backslash) is looked at closely
         double = escaped & (data[np.maximum(end - 2, 0)] == BACKSLASH)
         slow += end[double].tolist()
         end = end[~escaped]
-    raw = {_key_before(data, e) for e in slow} | _grouped_keys(data, end)
+    raw = {key_before(data, e) for e in slow} | _grouped_keys(data, end)
     keys = set()
     for b in raw:
         if b is None:
@@ -71,6 +57,28 @@ def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None 
     return keys
 
 
+def key_ends(data: np.ndarray, colons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(closing quote, colon) of every string followed by a colon after any JSON blanks (every key's end, and rarely
+    a string value holding '": ') in ``data``, a buffer of JSON lines; ``colons``: every ':' in it."""
+    closes, cols = [], []
+    for gap in (0, 1, 2):  # directly, or after one or two blanks
+        c = colons[colons > gap + 1]
+        ok = data[c - gap - 1] == QUOTE
+        for k in range(1, gap + 1):
+            ok &= blank(data[c - k])
+        closes.append(c[ok] - gap - 1)
+        cols.append(c[ok])
+    c = colons[colons > 2]
+    for at in c[blank(data[c - 1]) & blank(data[c - 2]) & blank(data[c - 3])].tolist():  # 3+ blanks: rare
+        b = at - 3
+        while b > 0 and blank(data[b - 1]):
+            b -= 1
+        if b > 1 and data[b - 1] == QUOTE:
+            closes.append(np.array([b - 1]))
+            cols.append(np.array([at]))
+    return np.concatenate(closes), np.concatenate(cols)
+
+
 def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, keys: list[str]) -> np.ndarray:
     """The indexes of the lines where a key of ``keys`` may hold a value other than a string or null.
 
@@ -81,27 +89,28 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
     """
     if len(lines) == 0 or not keys:
         return np.zeros(0, dtype=np.int64)
-    offsets, data, colons = _bytes(lines, colons)
+    offsets, data, colons = lines_buffer(lines, colons)
     at = colons + 1
     for _ in range(2):
-        at = np.where(_blank(data[np.minimum(at, len(data) - 1)]) & (at < len(data)), at + 1, at)
+        at = np.where(blank(data[np.minimum(at, len(data) - 1)]) & (at < len(data)), at + 1, at)
     first = np.where(at < len(data), data[np.minimum(at, len(data) - 1)], 0)
     c = colons[(first != QUOTE) & (first != ord("n"))]
     # three or more blanks before the colon (rare): the line is looked at whatever the key
-    hit = _blank(data[np.maximum(c - 1, 0)]) & _blank(data[np.maximum(c - 2, 0)]) & _blank(data[np.maximum(c - 3, 0)])
+    hit = blank(data[np.maximum(c - 1, 0)]) & blank(data[np.maximum(c - 2, 0)]) & blank(data[np.maximum(c - 3, 0)])
     for key in keys:
         raw = json.dumps(key, ensure_ascii=False).encode()  # with its quotes
         for gap in (0, 1, 2):  # blanks between the key and its colon
             start = c - gap - len(raw)
             ok = start >= 0
             for k in range(1, gap + 1):
-                ok &= _blank(data[np.maximum(c - k, 0)])
+                ok &= blank(data[np.maximum(c - k, 0)])
             ok[ok] = equal_at(data, start[ok], raw)
             hit |= ok
     return np.unique(np.searchsorted(offsets - offsets[0], c[hit], side="right") - 1)
 
 
-def _bytes(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lines_buffer(lines: pa.Array | pa.ChunkedArray,
+                 colons: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(line offsets, the lines' bytes, the colons' positions in them) of a non-empty large_string array."""
     arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
@@ -129,7 +138,7 @@ def equal_at(data: np.ndarray, starts: np.ndarray, pattern: bytes) -> np.ndarray
     return same
 
 
-def _blank(b):
+def blank(b):
     """Whether the byte(s) ``b`` are JSON whitespace (a line holds no newline)."""
     return (b == SPACE) | (b == TAB) | (b == CR)
 
@@ -138,7 +147,7 @@ def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
     """The raw keys closed by the quotes at ``end`` (none escaped), read once per distinct key."""
     out: set[bytes | None] = set()
     near = end < 8
-    out |= {_key_before(data, e) for e in end[near].tolist()}
+    out |= {key_before(data, e) for e in end[near].tolist()}
     end = end[~near]
     if not len(end):
         return out
@@ -149,7 +158,7 @@ def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
     starts = np.flatnonzero(np.r_[True, sig[1:] != sig[:-1]])
     for members in np.split(end, starts[1:]):
         for _ in range(MAX_READS):
-            key = _key_before(data, int(members[0]))
+            key = key_before(data, int(members[0]))
             out.add(key)
             if key is None or key == _LONG:
                 members = members[1:]
@@ -164,7 +173,7 @@ def _grouped_keys(data: np.ndarray, end: np.ndarray) -> set[bytes | None]:
             if not len(members):
                 break
         else:  # many keys with the same last 8 bytes: the rest one by one
-            out |= {_key_before(data, e) for e in members.tolist()}
+            out |= {key_before(data, e) for e in members.tolist()}
     return out
 
 
@@ -172,7 +181,7 @@ LONG_KEY = "\x00a key longer than 64 KB"  # stands for keys too long to be looke
 _LONG = LONG_KEY.encode()
 
 
-def _key_before(data: np.ndarray, end: int) -> bytes | None:
+def key_before(data: np.ndarray, end: int) -> bytes | None:
     """The raw bytes of the string closed by the quote at ``end`` (None when that quote is escaped;
     ``LONG_KEY`` when its opening quote is more than 64 KB back)."""
     for span in (256, MAX_KEY_BYTES):  # keys are short: a short look back first

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..lines import find_byte
-from .jsonkeys import _blank, _bytes, _key_before, equal_at
+from .jsonkeys import blank, equal_at, key_before, key_ends, lines_buffer
 
 NO_STEP = np.iinfo(np.int64).min  # the step cannot be told from the bytes: the line is parsed
 BRACE, CLOSE, QUOTE, BACKSLASH, COMMA = 123, 125, 34, 92, 44
@@ -41,14 +41,14 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     pattern = json.dumps(key, ensure_ascii=False).encode()
     if len(lines) == 0 or pattern != b'"' + key.encode() + b'"':  # a key JSON escapes: only the parser reads it
         return out
-    offsets, data, colons = _bytes(lines, colons)
+    offsets, data, colons = lines_buffer(lines, colons)
     starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
-    close, c = _key_ends(data, colons)
+    close, c = key_ends(data, colons)
     q = close - len(pattern) + 1  # where the key would open, if it is ``key``
     mine = q >= 1
     mine[mine] = equal_at(data, q[mine], pattern)
     before = data[np.maximum(q, 1) - 1]
-    mine &= (before == BRACE) | (before == COMMA) | _blank(before)
+    mine &= (before == BRACE) | (before == COMMA) | blank(before)
     where = np.searchsorted(starts, close, side="right") - 1
     escaped = _escaped_spellings(data, close[~mine], key)
     escaped = np.flatnonzero(~mine)[escaped]
@@ -74,27 +74,6 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     return out
 
 
-def _key_ends(data: np.ndarray, colons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(closing quote, colon) of every key in ``data``: each colon after a quote and any JSON blanks."""
-    closes, cols = [], []
-    for gap in (0, 1, 2):
-        c = colons[colons > gap]
-        ok = data[c - gap - 1] == QUOTE
-        for k in range(1, gap + 1):
-            ok &= _blank(data[c - k])
-        closes.append(c[ok] - gap - 1)
-        cols.append(c[ok])
-    c = colons[colons > 2]
-    for at in c[_blank(data[c - 1]) & _blank(data[c - 2]) & _blank(data[c - 3])].tolist():  # 3+ blanks: rare
-        b = at - 3
-        while b > 0 and _blank(data[b - 1]):
-            b -= 1
-        if b > 0 and data[b - 1] == QUOTE:
-            closes.append(np.array([b - 1]))
-            cols.append(np.array([at]))
-    return np.concatenate(closes), np.concatenate(cols)
-
-
 def _escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
     """Which of the keys closed at ``close`` spell ``key`` with escapes (``"st\\u0065p"``): a JSON parser reads
     them as ``key``. Looked at closely only where the key ends as ``key`` does (its last character, or the last
@@ -109,7 +88,7 @@ def _escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndar
         near[at] = (data[np.maximum(window, 0)] == BACKSLASH).any(axis=1)
     out = np.zeros(len(close), dtype=bool)
     for i in np.flatnonzero(near).tolist():
-        raw = _key_before(data, int(close[i]))
+        raw = key_before(data, int(close[i]))
         if isinstance(raw, bytes) and b"\\" in raw:
             try:
                 out[i] = json.loads(b'"' + raw + b'"') == key

@@ -181,6 +181,14 @@ class RLBReader:
         used |= set(self.group_keys) | set(groups)
         return schema, ex, used
 
+    def step_key(self) -> str | None:
+        """The top-level key a record's step is read from as it is (lines can then be sorted by step from their bytes,
+        ``readers.selective``), or None when the format derives it otherwise."""
+        if getattr(self, "whole_file", False):
+            return None
+        key = self.fields()["step"]
+        return key if self._spec(set())[1]["step"] == f"r.{_q(key)}" else None
+
     def _extra(self, key: str) -> str:
         """The JSON value of a custom field."""
         return self._unwrap(f"r.{_q(key)}")

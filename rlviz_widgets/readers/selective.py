@@ -19,16 +19,17 @@ read would. A line skipped is not checked: its problems go unreported, and their
 from __future__ import annotations
 
 import dataclasses
+import os
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..lines import Chunk
 from .jsonkeys import candidate_keys
 from .linesteps import NO_STEP, line_steps
-from .rlb import _q
+from .rlb import RLBReader
 
 
 class SelectiveReader:
@@ -36,9 +37,10 @@ class SelectiveReader:
 
     whole_file = False
 
-    def __init__(self, reader, cap: int | None, lo: int | None, hi: int | None):
+    def __init__(self, reader: RLBReader, cap: int | None, lo: int | None, hi: int | None):
+        """``reader``: one whose ``step_key()`` is not None; ``cap``, ``lo``, ``hi``: None where not set."""
         self.reader, self.cap, self.lo, self.hi = reader, cap, lo, hi
-        self.key = reader.fields()["step"]
+        self.key = reader.step_key()
         self.scan_byte = reader.scan_byte
         # its own cache: its parts lack the lines skipped (another cap or range skips others)
         options = [f"cap={cap}"] if cap is not None else []
@@ -46,22 +48,25 @@ class SelectiveReader:
             options.append(f"steps={'' if lo is None else lo}..{'' if hi is None else hi}")
         self.name = "|".join([reader.name, *options])
 
-    @staticmethod
-    def possible(reader) -> bool:
-        """Whether ``reader``'s lines can be skipped: JSON lines whose step is one top-level key's value."""
-        if getattr(reader, "whole_file", False) or not hasattr(reader, "_spec"):
-            return False
-        return reader._spec(set())[1]["step"] == f"r.{_q(reader.fields()['step'])}"
+    def inside(self, steps: np.ndarray) -> np.ndarray:
+        """Which of ``steps`` (each line's, NO_STEP where not told) are known and in the step range."""
+        ok = steps != NO_STEP
+        if self.lo is not None:
+            ok &= steps >= self.lo
+        if self.hi is not None:
+            ok &= steps <= self.hi
+        return ok
 
     def prepare(self, chunk: Chunk) -> None:
         """Each line's step, early (in the reading thread). The reader's own early work (keys, odd lines) is left
         for the lines kept: most of a chunk may be skipped."""
         chunk.steps = line_steps(chunk.lines, self.key, chunk.found)
 
-    def for_file(self, path) -> FileSelection:
+    def for_file(self, path: str | os.PathLike) -> FileSelection:
         return FileSelection(self, self.reader.for_file(path))
 
-    def parse_many(self, con, chunks: list[Chunk], readers: list[FileSelection]) -> list[tuple[pa.Table | None, list]]:
+    def parse_many(self, con: duckdb.DuckDBPyConnection, chunks: list[Chunk],
+                   readers: list[FileSelection]) -> list[tuple[pa.Table | None, list]]:
         """Small chunks (of several files) parsed in one query, each first cut to the lines its file may keep."""
         picked = [r.select(c) for r, c in zip(readers, chunks)]
         todo = [i for i, (keep, _) in enumerate(picked) if keep.any()]
@@ -77,23 +82,24 @@ class FileSelection:
 
     whole_file = False
 
-    def __init__(self, owner: SelectiveReader, inner) -> None:
+    def __init__(self, owner: SelectiveReader, inner: RLBReader) -> None:
         self.owner, self.inner = owner, inner
         self.have: dict[int, int] = {}  # step -> samples read of it (in this file)
         self.skipped = 0  # lines skipped unread
 
     @property
-    def file_step(self):
+    def file_step(self) -> int | None:
         return self.inner.file_step
 
-    def resume(self, part_paths: list[str]) -> None:
-        """Counts of the samples a file's earlier reads gave (its read goes on from where they stopped)."""
-        for path in part_paths:
-            steps, counts = np.unique(pq.read_table(path, columns=["step"])["step"].to_numpy(), return_counts=True)
-            for s, n in zip(steps.tolist(), counts.tolist()):
-                self.have[s] = self.have.get(s, 0) + n
+    def resume(self, counts: dict[str, int]) -> None:
+        """The samples per step its earlier reads gave (``counts``, as ``counts()`` gave them): a read goes on."""
+        self.have = {int(s): n for s, n in counts.items()}
 
-    def parse(self, con, chunk: Chunk) -> tuple[pa.Table | None, list]:
+    def counts(self) -> dict[str, int]:
+        """The samples per step read so far (kept in the file's cache state, for the next read to go on from)."""
+        return {str(s): n for s, n in self.have.items()}
+
+    def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> tuple[pa.Table | None, list]:
         keep, steps = self.select(chunk)
         parsed = self.inner.parse(con, _subset(chunk, keep, self.inner)) if keep.any() else (None, [])
         return self.settle(con, chunk, keep, steps, parsed)
@@ -111,11 +117,7 @@ class FileSelection:
             if owner.key not in keys:
                 steps = np.full(len(steps), self.file_step, dtype=np.int64)
         known = steps != NO_STEP
-        inside = known.copy()
-        if owner.lo is not None:
-            inside &= steps >= owner.lo
-        if owner.hi is not None:
-            inside &= steps <= owner.hi
+        inside = owner.inside(steps)
         keep = ~known
         if owner.cap is None:
             return keep | inside, steps
@@ -129,7 +131,7 @@ class FileSelection:
         room = [self.owner.cap - self.have.get(s, 0) - (extra or {}).get(s, 0) for s in uniq.tolist()]
         return np.array(room, dtype=np.int64)[inverse]
 
-    def settle(self, con, chunk: Chunk, keep: np.ndarray, steps: np.ndarray,
+    def settle(self, con: duckdb.DuckDBPyConnection, chunk: Chunk, keep: np.ndarray, steps: np.ndarray,
                parsed: tuple[pa.Table | None, list]) -> tuple[pa.Table | None, list]:
         """The parse of the lines kept, made enough: while a step has fewer than ``cap`` samples before the first
         line of it skipped, its next skipped lines are parsed too."""
@@ -152,18 +154,13 @@ class FileSelection:
         self.skipped += int(len(keep) - np.count_nonzero(keep))
         return table, problems
 
-
     def _short(self, table: pa.Table | None, keep: np.ndarray, steps: np.ndarray, numbers: np.ndarray,
                factor: int) -> np.ndarray:
         """The skipped lines to parse next: of each step whose samples (read before, and parsed before its first
         skipped line) are fewer than the cap, its next skipped lines, ``factor`` times as many as are missing."""
         owner = self.owner
         more = np.zeros(len(keep), dtype=bool)
-        skipped = np.flatnonzero(~keep & (steps != NO_STEP))
-        if owner.lo is not None:
-            skipped = skipped[steps[skipped] >= owner.lo]
-        if owner.hi is not None:
-            skipped = skipped[steps[skipped] <= owner.hi]
+        skipped = np.flatnonzero(~keep & owner.inside(steps))
         if not len(skipped):
             return more
         uniq, first = np.unique(steps[skipped], return_index=True)  # first: each step's first skipped line
@@ -179,6 +176,7 @@ class FileSelection:
         more[skipped[_rank(steps[skipped]) < np.where(missing > 0, missing * factor, 0)]] = True
         return more
 
+
 def _rank(steps: np.ndarray) -> np.ndarray:
     """Each value's count of equal values before it (0 for the first of each)."""
     order = np.argsort(steps, kind="stable")
@@ -190,7 +188,7 @@ def _rank(steps: np.ndarray) -> np.ndarray:
     return rank
 
 
-def _subset(chunk: Chunk, keep: np.ndarray, reader, copy: bool = False) -> Chunk:
+def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = False) -> Chunk:
     """The chunk's lines marked in ``keep``, prepared by ``reader`` (their keys, their odd lines). Runs of lines
     kept are zero-copy slices of the chunk's, unless ``copy`` (or the runs are many and short)."""
     idx = np.flatnonzero(keep)
