@@ -23,8 +23,9 @@ COLUMNS = ["log", "lines", "state", "bytes", "in_use", "removed", "folder"]
 
 def cache_usage(cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per cached log file: ``log`` (its path), ``lines`` (``all``, or the per-step cap and step range
-    whose lines alone it holds: ``cap=16 steps=..``), ``state`` (``current``; ``log gone``, ``other version`` or
-    ``unreadable``: what ``prune_cache`` removes), ``bytes`` on disk, ``in_use`` (a live Run reads it, or
+    whose lines alone it holds: ``cap=16 steps=..``), ``state`` (``current``; ``log gone``, ``other version``,
+    ``superseded`` (a cap's lines of a log whose every line is cached too) or ``unreadable``: what ``prune_cache``
+    removes), ``bytes`` on disk, ``in_use`` (a live Run reads it, or
     another process is writing it), ``folder``."""
     return _scan(_root(cache_dir), remove=False)
 
@@ -71,18 +72,23 @@ def _scan(root: Path, remove: bool) -> pd.DataFrame:
 
 
 def _state(folder: Path) -> tuple[str | None, str, str | None]:
-    """(the log the folder caches, what it is: current / log gone / other version / unreadable, which of its lines
-    it holds: ``all``, or those of a cap and a step range, see ``readers.selective``)."""
+    """(the log the folder caches, what it is: current / log gone / other version / superseded (a cap's lines of a
+    log whose every line is cached too) / unreadable, which of its lines it holds: ``all``, or those of a cap and a
+    step range, see ``readers.selective``)."""
     try:
         data = json.loads((folder / "state.json").read_text())
         log, version = str(data["path"]), int(data.get("version", 0))
-        _, sep, options = str(data.get("reader", "")).partition("|")
+        base, sep, options = str(data.get("reader", "")).partition("|")
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None, "unreadable", None
     lines = options.replace("|", " ") if sep else "all"
     if version != cache.CACHE_VERSION:
         return log, "other version", lines
-    return log, ("current" if os.path.exists(log) else "log gone"), lines
+    if not os.path.exists(log):
+        return log, "log gone", lines
+    if sep and (cache.FileCache(folder.parent.parent, Path(log), base).dir / "state.json").exists():
+        return log, "superseded", lines  # every line of the log is cached too: that cache serves a cap or range
+    return log, "current", lines
 
 
 def _bytes(folder: Path) -> int:

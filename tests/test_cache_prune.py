@@ -160,6 +160,13 @@ def test_a_cache_of_a_caps_lines_is_listed_as_such(tmp_path):
     _open(a, cache, max_samples_per_step=1, steps=(0, 5))
     _open(a, cache, steps=(1, None))
     _open(a, cache)
-    usage = rlviz_widgets.cache_usage(cache)
-    assert sorted(usage["lines"]) == ["all", "cap=1 steps=0..5", "steps=1.."]
-    assert set(usage["state"]) == {"current"} and set(usage["log"]) == {str(a)}
+    usage = rlviz_widgets.cache_usage(cache).sort_values("lines")
+    assert usage["lines"].tolist() == ["all", "cap=1 steps=0..5", "steps=1.."]
+    # every line cached too: the caps' caches are superseded, and pruned
+    assert usage["state"].tolist() == ["current", "superseded", "superseded"] and set(usage["log"]) == {str(a)}
+    pruned = rlviz_widgets.prune_cache(cache)
+    assert sorted(pruned["lines"]) == ["cap=1 steps=0..5", "steps=1.."] and pruned["removed"].all()
+    assert _open(a, cache, max_samples_per_step=1).skipped_lines == 0  # served by the cache of every line
+    b = write_lines(tmp_path / "logs" / "c" / "r0.jsonl", records(0, 3))
+    _open(b, cache, max_samples_per_step=1)  # only a cap's cache: current
+    assert rlviz_widgets.cache_usage(cache).query("log == @b.as_posix()")["state"].tolist() == ["current"]
