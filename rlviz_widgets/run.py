@@ -518,8 +518,8 @@ class Run:
         column_names(self._custom_keys(), names)
         # names are kept for the next open only from every line: a cache of a cap's lines lacks some keys, and
         # names it gave would stick to a later open of every line (``Score`` kept, ``score`` renamed)
-        partial = any(c.reader_name != self._reader.name for c in self._caches.values())
-        if own and len(names) > known and self._names_file is not None and not partial:
+        if own and len(names) > known and self._names_file is not None and all(
+                c.reader_name == self._reader.name for c in self._caches.values()):
             save_names(self._names_file, names)
         return names
 
