@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import warnings
 
@@ -51,10 +52,19 @@ def test_a_lines_step_is_told_from_its_bytes_only_when_certain():
         '{"r": "a\\n", "step": 5}': 5,  # an escape in a value just before the key
         '{"a\\"": 1, "step": 2}': 2,
         '{"steps": 4, "a_step": 5}': None,
+        '{"a": "x\\": {", "step": 3}': 3,  # a brace in a string after what looks like a key
+        '{"a": {"q": "\\\\"}, "step": 4}': 4,  # an object closed, holding an escaped backslash
+        '{"a": {"q": "\\\\", "step": 5}}': None,
+        '{"t": "' + "z" * 200 + '", "a": {"x": "}"}, "step": 8}': 8,  # told from the shorter side: after the key
+        '{"t": "' + "z" * 200 + '", "a": {"x": 1, "step": 9}}': None,
+        '{"t": "' + "z" * 200 + '", "a": {"x": 1}, "step": 10, "u": "}}{"}': 10,
         '{"step": 123456789012345678}': 123456789012345678,
         '{"step": 1234567890123456789}': None,  # past 18 digits: the parser reads it exactly
     }
     assert steps_of(list(lines)) == list(lines.values())
+    for line, step in lines.items():  # a step told is the one a JSON parser reads (the first key of duplicates)
+        if step is not None:
+            assert json.loads(line, object_pairs_hook=lambda kv: dict(reversed(kv)))["step"] == step, line
     for line, step in lines.items():  # each alone (the search runs over a chunk's shared buffer)
         assert steps_of([line]) == [step], line
     # the format's own step key

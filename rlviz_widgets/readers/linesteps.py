@@ -28,7 +28,8 @@ from ..lines import find_byte
 from .jsonkeys import blank, equal_at, key_before, key_ends, lines_buffer
 
 NO_STEP = np.iinfo(np.int64).min  # the step cannot be told from the bytes: the line is parsed
-BRACE, CLOSE, QUOTE, BACKSLASH, COMMA = 123, 125, 34, 92, 44
+BRACE, CLOSE, QUOTE, BACKSLASH, COMMA, COLON, BRACKET = 123, 125, 34, 92, 44, 58, 91
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # a JSON string (escapes included)
 _INT = re.compile(rb"[ \t\r]*(-?(?:0|[1-9][0-9]{0,17}))[ \t\r]*[,}]")
 
 
@@ -60,13 +61,17 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     if not len(q):
         return out
     first = starts[line]
+    # a '{' between the line's first byte and the key may open an object around it only where it stands as a value
+    # does (after ':', '[' or ','); one that follows anything else is in a string ("\\frac{", "{") and is passed
+    # over; the others' lines are looked at closely
     braces = find_byte(data, BRACE)
-    nested = np.searchsorted(braces, q) - np.searchsorted(braces, first)  # '{' before the key in its line
-    ok = (data[first] == BRACE) & (nested >= 1)
+    lo, hi = np.searchsorted(braces, first + 1), np.searchsorted(braces, q)
+    opens = np.r_[0, np.cumsum(_may_open(data, braces))]
+    doubt = opens[hi] > opens[lo]
     view = memoryview(data)
-    for i in np.flatnonzero(ok).tolist():
-        at, s = int(q[i]), int(first[i])
-        if nested[i] > 1 and not _top_level(data[s:at]):
+    for i in np.flatnonzero(data[first] == BRACE).tolist():
+        s = int(first[i])
+        if doubt[i] and not _top_level(data[s:int(ends[line[i]])], int(q[i]) - s):
             continue
         m = _INT.match(view, int(c[i]) + 1, int(ends[line[i]]))
         if m is not None:
@@ -97,22 +102,31 @@ def _escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndar
     return out
 
 
-def _top_level(head: np.ndarray) -> bool:
-    """Whether a key right after ``head`` (the start of its line, which opens with '{') is in no nested object:
-    every other '{' in ``head`` is inside a string or closed."""
-    quotes = np.flatnonzero(head == QUOTE)
-    escaped = quotes[(quotes > 0) & (head[quotes - 1] == BACKSLASH)]
-    if len(escaped):  # a quote after an odd run of backslashes is a character of its string
-        drop = [q for q in escaped.tolist() if _backslashes(head, q) % 2]
-        quotes = quotes[~np.isin(quotes, drop)]
-    # a brace outside strings has an even number of quotes before it
-    opened, closed = (np.flatnonzero(head == b) for b in (BRACE, CLOSE))
-    outside = [np.count_nonzero(np.searchsorted(quotes, at) % 2 == 0) for at in (opened, closed)]
-    return outside[0] - outside[1] == 1
+def _may_open(data: np.ndarray, braces: np.ndarray) -> np.ndarray:
+    """Which '{' at ``braces`` may open an object: those after ':', '[' or ',' (up to two blanks between; more, and
+    it may too). A '{' that opens an object always stands there; one in a string may too ("a:{")."""
+    out = np.zeros(len(braces), dtype=bool)
+    settled = np.zeros(len(braces), dtype=bool)
+    for gap in (1, 2, 3):
+        b = data[np.maximum(braces - gap, 0)]
+        here = ~settled & ~blank(b)
+        out |= here & ((b == COLON) | (b == BRACKET) | (b == COMMA))
+        settled |= here
+    return out | ~settled
 
 
-def _backslashes(head: np.ndarray, q: int) -> int:
-    n = 0
-    while q - n - 1 >= 0 and head[q - n - 1] == BACKSLASH:
-        n += 1
-    return n
+def _braces_outside(seg: bytes) -> tuple[int, int]:
+    """(opening, closing) braces of ``seg`` outside strings; ``seg`` starts outside any string."""
+    bare = _STRING.sub(b"", seg)
+    return bare.count(b"{"), bare.count(b"}")
+
+
+def _top_level(line: np.ndarray, at: int) -> bool:
+    """Whether the key opening at ``at`` in ``line`` (which opens with '{') is in no nested object: looked at on the
+    shorter side of it. Before it, every '{' but the first is in a string or closed; after it (the key's quote opens
+    a string), the braces left to close are the line's last one only."""
+    if at <= len(line) - at:
+        opened, closed = _braces_outside(line[:at].tobytes())
+        return opened - closed == 1
+    opened, closed = _braces_outside(line[at:].tobytes())
+    return closed - opened == 1
