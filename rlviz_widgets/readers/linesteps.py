@@ -8,8 +8,8 @@ Only what is certain for a valid JSON line counts; every other line is parsed as
 - the key's opening quote follows ``{``, ``,`` or a blank (so it opens a string: a quote inside
   a string is escaped) and its closing quote a colon (so the string is a key);
 - the line holds that key once (in any spelling: a key with escapes that reads as it counts, found
-  wherever a key ends as it does), and no object is open around it: ``{`` appears before it only
-  as the line's first byte, or inside strings;
+  wherever a key ends as it does), and no object is open around it: each ``{`` before it is the
+  line's first byte, in a string, or closed again;
 - the value is an integer (``-12``, ``0``; not ``12.0``, ``"12"`` or ``1e3``) ended by ``,`` or ``}``.
 
 A line that is not valid JSON may still be given a step: skipped, it goes unreported, as any
