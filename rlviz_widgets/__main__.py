@@ -18,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("logs", nargs="*", help="log folders, files or globs (default: the bundled demo data)")
     ap.add_argument("--cache-dir", default=None, help="where the columnar cache lives (default: user cache dir)")
     ap.add_argument("--system-prompt-end", default=None, help="prompt text before this marker is dropped")
+    ap.add_argument("--max-samples-per-step", type=int, default=None, metavar="N",
+                    help="keep the first N samples of each step (the lines past them are skipped unread)")
+    ap.add_argument("--steps", type=_step_range, default=None, metavar="LO:HI",
+                    help="keep an inclusive step range; either end may be left out (10:, :50)")
     ap.add_argument("--cache-usage", action="store_true", help="list what the cache holds, per log file, and stop")
     ap.add_argument("--prune-cache", action="store_true",
                     help="delete the cache of logs gone and of other package versions (unless in use), and stop")
@@ -28,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     sources = args.logs or [str(p) for p in demo_sources(args.cache_dir)]
     for src in sources:
         t = time.perf_counter()
-        run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end)
+        run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end,
+                       max_samples_per_step=args.max_samples_per_step, steps=args.steps)
         print(f"== {src}  (opened in {time.perf_counter() - t:.2f}s)")
         print(run.summary())
         steps = run.steps
@@ -38,6 +43,17 @@ def main(argv: list[str] | None = None) -> int:
             print(steps[cols].to_string(index=False, max_rows=12, float_format=lambda v: f"{v:.4g}"))
         print()
     return 0
+
+
+def _step_range(text: str) -> tuple[int | None, int | None]:
+    """``LO:HI`` as ``steps=(lo, hi)``, an end left out open."""
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"steps as LO:HI (either end may be left out), not {text!r}")
+    try:
+        return (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"steps as LO:HI, whole numbers, not {text!r}") from None
 
 
 def _cache_report(args) -> int:

@@ -22,3 +22,15 @@ def test_the_demo_run_goes_under_the_cache_dir_given(tmp_path):
     assert sorted(p.name for p in (cache / "demo-logs" / "ppo-run").glob("*.jsonl")) == \
         ["rollout_rank0.jsonl", "rollout_rank1.jsonl"]
     assert not home.exists()  # nothing written to the user cache dir
+
+
+def test_a_cap_and_a_step_range_from_the_shell(tmp_path):
+    """``--max-samples-per-step`` and ``--steps`` reach ``open_run``: the summary says what was kept and skipped."""
+    cmd = [sys.executable, "-m", "rlviz_widgets", str(ROOT / "rlviz_widgets" / "data" / "rlb_eval_poem_task.jsonl"),
+           "--cache-dir", str(tmp_path / "cache"), "--max-samples-per-step", "5", "--steps", "100:300"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "15 samples over 3 steps (100..300)" in out.stdout
+    assert "lines skipped unread (past the per-step cap or out of the step range): 2985" in out.stdout
+    bad = subprocess.run(cmd[:-1] + ["100-300"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "steps as LO:HI" in bad.stderr
