@@ -627,7 +627,7 @@ def test_parsed_parts_wait_for_a_slow_writer(synth_logs, cache_dir, monkeypatch)
     parts, writers = [], set()
 
     def slow_write(*a, **k):
-        time.sleep(0.02)
+        time.sleep(0.1)  # well past a 4 KB chunk's parse, even on a busy machine (0.02 s was not, at times, in CI)
         real_write(*a, **k)
         with lock:
             count["written"] += 1
