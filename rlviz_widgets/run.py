@@ -118,16 +118,24 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
     return (ends[0], ends[1])
 
 
+_INT64 = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open; so is a cap past them
+
+
+def _whole_steps(steps: tuple) -> tuple[int | None, int | None]:
+    """A step range (``_steps_option``'s) as the first and last whole step in it, None for an open end: (0.5, 1.5) is
+    steps 1..1."""
+    lo, hi = steps
+    lo = None if lo is None or math.ceil(lo) <= _INT64.min else math.ceil(lo)
+    hi = None if hi is None or math.floor(hi) >= _INT64.max else math.floor(hi)
+    return lo, hi
+
+
 def _selective(reader, cap: int | None, steps: tuple) -> SelectiveReader | None:
     """The reader that skips what a cap and a step range leave out, if any is set and the format allows it."""
-    lo, hi = steps
-    limit = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open; so is a cap past them
-    cap = None if cap is None or cap >= limit.max else cap
+    cap = None if cap is None or cap >= _INT64.max else cap
     if (cap is None and steps == (None, None)) or reader.step_key() is None:
         return None
-    lo = None if lo is None or math.ceil(lo) <= limit.min else math.ceil(lo)
-    hi = None if hi is None or math.floor(hi) >= limit.max else math.floor(hi)
-    return SelectiveReader(reader, cap, lo, hi)
+    return SelectiveReader(reader, cap, *_whole_steps(steps))
 
 
 def _same_step_files(files: list[Path], reader) -> list[Problem]:
@@ -619,11 +627,11 @@ class Run:
     def _samples_raw_sql(self, names: dict[str, str] | None = None) -> str:
         """Every sample passing the run's options (step range, per-step cap), texts cleaned."""
         where = []
-        lo, hi = self.step_range
+        lo, hi = _whole_steps(self.step_range)
         if lo is not None:
-            where.append(f"step >= {math.ceil(lo)}")  # (0.5, 1.5) is steps 1..1
+            where.append(f"step >= {lo}")
         if hi is not None:
-            where.append(f"step <= {math.floor(hi)}")
+            where.append(f"step <= {hi}")
         qualify = ""
         if self.max_samples_per_step:
             # ties of line number broken by path, not file number: numbers follow the order a cache dir first

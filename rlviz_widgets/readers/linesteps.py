@@ -54,9 +54,9 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     escaped = _escaped_spellings(data, close[~mine], key)
     escaped = np.flatnonzero(~mine)[escaped]
     count = np.bincount(where[mine], minlength=len(starts))
-    doubt = np.bincount(where[escaped], minlength=len(starts))
+    respelled = np.bincount(where[escaped], minlength=len(starts))
     q, c, line = q[mine], c[mine], where[mine]
-    once = (count[line] == 1) & (doubt[line] == 0)  # the key once, and no key that may be it spelled otherwise
+    once = (count[line] == 1) & (respelled[line] == 0)  # the key once, and no key that may be it spelled otherwise
     q, c, line = q[once], c[once], line[once]
     if not len(q):
         return out

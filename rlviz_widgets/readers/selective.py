@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..lines import Chunk
-from .jsonkeys import candidate_keys
+from .jsonkeys import candidate_keys, lines_buffer
 from .linesteps import NO_STEP, line_steps
 from .rlb import RLBReader
 
@@ -108,7 +108,7 @@ class FileSelection:
         """(the lines to parse, each line's step or NO_STEP): those the range and the cap may keep, and every
         line whose step the bytes do not tell."""
         owner = self.owner
-        steps = getattr(chunk, "steps", None)
+        steps = chunk.steps
         if steps is None:  # a chunk nobody prepared (the last line, without its newline)
             steps = line_steps(chunk.lines, owner.key)
         if self.file_step is not None:
@@ -128,7 +128,8 @@ class FileSelection:
     def _room(self, steps: np.ndarray, extra: dict[int, int] | None = None) -> np.ndarray:
         """Per value of ``steps``: how many more samples of its step the cap takes (less ``extra``'s count)."""
         uniq, inverse = np.unique(steps, return_inverse=True)
-        room = [self.owner.cap - self.have.get(s, 0) - (extra or {}).get(s, 0) for s in uniq.tolist()]
+        extra = extra or {}
+        room = [self.owner.cap - self.have.get(s, 0) - extra.get(s, 0) for s in uniq.tolist()]
         return np.array(room, dtype=np.int64)[inverse]
 
     def settle(self, con: duckdb.DuckDBPyConnection, chunk: Chunk, keep: np.ndarray, steps: np.ndarray,
@@ -194,7 +195,7 @@ def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = Fals
     idx = np.flatnonzero(keep)
     found = chunk.found
     if found is not None:  # the colons of the lines kept: keys and odd lines are looked for there only
-        offsets = np.frombuffer(chunk.lines.buffers()[1], dtype=np.int64)[chunk.lines.offset:][:len(chunk.lines) + 1]
+        offsets, _, _ = lines_buffer(chunk.lines, found)
         found = found[keep[np.searchsorted(offsets, found, side="right") - 1]]
     probe = dataclasses.replace(chunk, found=found, keys=None, odd=None)
     reader.prepare(probe)
