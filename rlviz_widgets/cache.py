@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import platformdirs
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq
 
 from . import leases, token_store
 from . import lines as linereader
-from .custom_columns import FIRST_LINES, number_text
+from .custom_columns import FIRST_LINES, LISTED_PREFIX, listed_key, number_text
 from .metrics import with_reductions
 from .problems import Problem
 from .token_store import TOKEN_COLUMNS
@@ -51,8 +50,8 @@ from .token_store import TOKEN_COLUMNS
 # 20: a NeMo advantage made NaN by its tokens reported and left empty; 21: text fields after 3+ blanks checked;
 # 22: per-sample sums row by row where a part has missing values, an overflowing KL kept (infinite), an empty
 # token list counted as 0 tokens, a token value past float32 reported as such; 23: a list or object in a field
-# of numbers or text reported
-CACHE_VERSION = 23
+# of numbers or text reported; 24: ... also where another part holds the numbers or text (``listed_column``)
+CACHE_VERSION = 24
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:
@@ -106,6 +105,7 @@ class FileState:
     fields: list[str] = field(default_factory=list)  # token arrays present in some record
     optional: list[str] = field(default_factory=list)  # OPTIONAL_COLUMNS present in some record
     columns: list[list] = field(default_factory=list)  # [key, first line] of each custom scalar field found
+    listed: list[str] = field(default_factory=list)  # custom keys some part holds as lists only (``listed_column``)
     part_lines: list[list[int]] = field(default_factory=list)  # [first, last] line of each part
     part_steps: list[list[int]] = field(default_factory=list)  # [lowest, highest] step of each part
     retired: list[list] = field(default_factory=list)  # [part, time merged away]: deleted after a grace time
@@ -602,12 +602,11 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
         _seal(path, state, seen)
         return pending
     if rest.strip() and not state.open_tail:
-        text = rest.decode("utf-8", errors="replace")
-        if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
-            # a finished last record that simply lacks the final newline
-            chunk = linereader.Chunk(pa.array([text], pa.large_string()), np.array([state.lines + 1]),
-                                     np.frombuffer(text.lstrip().encode()[:1], np.uint8), state.consumed,
-                                     state.consumed + len(rest))
+        # replaced bytes only for the validity check: the parser gets the bytes as they are (and reports any
+        # that are not UTF-8, as on every other line)
+        if con.execute("SELECT json_valid(?)", [rest.decode("utf-8", errors="replace")]).fetchall()[0][0]:
+            # a finished last record that simply lacks the final newline: one line, as a read gives it
+            chunk = linereader.last_line(rest, state.lines + 1, state.consumed)
             writes.append(_ingest(con, cache, state, reader, chunk, writer))
             seen.add(rest)
             state.consumed += len(rest)
@@ -680,6 +679,8 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     first = json.loads((table.schema.metadata or {}).get(FIRST_LINES, b"{}"))
     known = {k for k, _ in state.columns}
     state.columns += [[k, n] for k, n in first.items() if k not in known]
+    listed = [listed_key(c) for c in table.column_names if c.startswith(LISTED_PREFIX)]
+    state.listed += [k for k in listed if k not in state.listed]
     # a fresh name for every part ever written: a rebuilt file never reuses a path whose Parquet
     # footer DuckDB may still hold in its metadata cache
     part = f"{len(state.parts):05d}-{os.urandom(4).hex()}"

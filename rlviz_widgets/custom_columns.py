@@ -26,6 +26,8 @@ RESERVED = {"prompt", "response", "ref_response", "reward", "ref_reward", *ARRAY
             "kl_sum", "logprob_mean", "value_mean", "token_reward_sum", "run"}
 _SAFE = re.compile(r"\W+")  # letters and digits of any script stay
 STORED_PREFIX = "x_"
+LISTED_PREFIX = "o_"  # a part's column of where a custom field held a list or an object ("[" or "{") and no part
+# line held a number or text in it: whether that is a problem is known only once the run has every part
 FIRST_LINES = b"rlviz.first_lines"  # Arrow metadata of a parsed table: custom key -> first line with a value
 
 
@@ -47,6 +49,15 @@ def stored_column(key: str) -> str:
 
 def stored_key(column: str) -> str:
     return bytes.fromhex(column[len(STORED_PREFIX):]).decode("utf-8", "surrogatepass")
+
+
+def listed_column(key: str) -> str:
+    """The cache parts' column of where a custom field held a list or an object, in a part with no scalar of it."""
+    return LISTED_PREFIX + key.encode("utf-8", "surrogatepass").hex()
+
+
+def listed_key(column: str) -> str:
+    return bytes.fromhex(column[len(LISTED_PREFIX):]).decode("utf-8", "surrogatepass")
 
 
 def column_names(keys: Iterable[str], known: dict[str, str]) -> dict[str, str]:

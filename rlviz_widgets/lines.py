@@ -196,6 +196,15 @@ def _to_arrow(buf: np.ndarray, ends: np.ndarray, first_line: int) -> Chunk:
     return Chunk(arr, numbers, buf[offsets[:-1]], 0, 0)
 
 
+def last_line(data: bytes, number: int, start: int) -> Chunk:
+    """A file's last line, which has no newline, as a chunk of one line of its bytes as they are (not checked
+    for UTF-8 here: the parser reports bytes that are not, as for any other line)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    chunk = _to_arrow(buf, np.array([len(data) - 1], dtype=np.int64), number)
+    chunk.start, chunk.end = start, start + len(data)
+    return chunk
+
+
 def line_bytes(arr: pa.LargeStringArray, i: int) -> bytes:
     """The raw bytes of line ``i`` (which may not be valid UTF-8)."""
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)

@@ -21,7 +21,16 @@ import pandas as pd
 from . import cache as cachemod
 from . import file_numbers, leases, token_store
 from . import problems as problemsmod
-from .custom_columns import RESERVED, column_names, extra_column, load_names, plain_column, save_names, stored_column
+from .custom_columns import (
+    RESERVED,
+    column_names,
+    extra_column,
+    listed_column,
+    load_names,
+    plain_column,
+    save_names,
+    stored_column,
+)
 from .metrics import per_token_sql
 from .problems import Problem
 from .progress import Progress
@@ -292,6 +301,7 @@ class Run:
         self._states: dict[str, cachemod.FileState] = {}
         self._caches: dict[str, cachemod.FileCache] = {}
         self._pending: list[Problem] = []
+        self._listed: list[Problem] = []  # lists or objects in a field the run has numbers or text in (``_listed_in``)
         self._removed: dict[str, Problem] = {}  # files gone since read (said in ``problems`` until they are back)
         # custom field key -> its samples column: kept while open, and for the next open of the same logs
         self._names_file = self.cache_root / "column_names" / (hashlib.sha1(
@@ -423,6 +433,9 @@ class Run:
             new_problems.append(removed[path])
         self._states, self._caches, self._pending, self._removed = states, file_caches, pending, removed
         new_problems += [p for p in self._renamed() if p not in renamed]
+        if changed:  # before the views: a refresh that brings a field's numbers says where its lists were
+            listed, self._listed = set(self._listed), self._listed_in()
+            new_problems += [p for p in self._listed if p not in listed]
         # an unfinished last line that appeared or went is news too (not its byte count growing: no rebuild)
         moved = {(p.file, p.line) for p in pending} != {(p.file, p.line) for p in old_pending}
         if changed:
@@ -556,6 +569,26 @@ class Run:
                     continue
                 out.append(Problem(st.path, line, "renamed_field",
                                    f"field {problemsmod.short(key)!r} is kept as column {names[key]} ({why})"))
+        return out
+
+    def _listed_in(self) -> list[Problem]:
+        """Lines where a custom field held a list or an object, in a part where it held nothing else, when the run
+        has numbers or text in it (its column is empty there). A part holding both reports them as it is read."""
+        keys = set(self._custom_keys())
+        out = []
+        for path, st in self._states.items():
+            found = [k for k in st.listed if k in keys]
+            if not found:
+                continue
+            parts = "[" + ", ".join(_lit(p) for p in self._caches[path].part_paths(st)) + "]"
+            cols = [listed_column(k) for k in found]
+            rows = self._db.cursor().execute(
+                f"SELECT line, {', '.join(cols)} FROM read_parquet({parts}, union_by_name=true) "
+                f"WHERE {' OR '.join(f'{c} IS NOT NULL' for c in cols)} ORDER BY line").fetchall()
+            for line, *kinds in rows:
+                out += [Problem(path, line, "wrong_type", f"{problemsmod.short(k)} is "
+                                f"{'a list' if kind == '[' else 'an object'} here, a number or text elsewhere: "
+                                "left empty") for k, kind in zip(found, kinds) if kind is not None]
         return out
 
     def _samples_sql(self, parts: list[tuple[int, str]], where: str = "",
@@ -1056,7 +1089,7 @@ class Run:
 
     def _all_problems(self) -> list[Problem]:
         out = [Problem(st.path, *p) for st in self._states.values() for p in st.problems]
-        return out + self._renamed() + list(self._pending) + list(self._removed.values())
+        return out + self._listed + self._renamed() + list(self._pending) + list(self._removed.values())
 
     @property
     def files(self) -> pd.DataFrame:

@@ -530,3 +530,52 @@ def test_a_list_or_object_in_a_field_of_numbers_is_reported(tmp_path, open_run, 
         acc = run.samples.sort_values(["step", "line"]).acc.tolist()[:4]
         assert acc[0] == "0.5" and acc[2] == "text" and pd.isna(acc[1]) and pd.isna(acc[3])
         assert "meta" not in run.columns
+
+
+def test_a_list_in_a_field_that_holds_numbers_in_another_part_is_reported(tmp_path, cache_dir):
+    """A custom field holding numbers in one file (or part), and only lists or objects in the lines of another
+    part: those were left empty without a word, the report being made only where a part held both. Now the run
+    reports them wherever the numbers are, on a warm cache too, and a refresh that brings the numbers in says so."""
+    row = {"prompt": "p", "response": "r", "reward": 1.0}
+    logs = tmp_path / "logs"
+    write_lines(logs / "r0.jsonl", [dict(row, step=0, acc=0.5)])
+    write_lines(logs / "r1.jsonl", [dict(row, step=0, acc=[1, 2]), dict(row, step=1, acc={"a": 1})])
+    # a last line without its newline is parsed on its own: a part of its own
+    write_lines(logs / "r2.jsonl", [dict(row, step=0, acc=1.5), dict(row, step=1, acc=[3])], newline_at_end=False)
+    want = [["r1.jsonl", 1, "acc is a list here, a number or text elsewhere: left empty"],
+            ["r1.jsonl", 2, "acc is an object here, a number or text elsewhere: left empty"],
+            ["r2.jsonl", 2, "acc is a list here, a number or text elsewhere: left empty"]]
+
+    def reported(run):
+        p = run.problems.query("kind == 'wrong_type'")
+        return sorted([f.rsplit("/", 1)[-1], n, m] for f, n, m in p[["file", "line", "message"]].values.tolist())
+
+    for _ in range(2):  # an empty cache, then a warm one
+        run, warned = open_recording(logs, cache_dir)
+        assert reported(run) == want
+        assert "3 wrong type" in str(warned[0].message)
+        assert run.samples.acc.isna().sum() == 3
+
+    # numbers only in a file that comes later: the lists read before are reported then
+    lists = tmp_path / "lists"
+    write_lines(lists / "r1.jsonl", [dict(row, step=0, acc=[1, 2])])
+    run, _ = open_recording(lists, cache_dir)
+    assert run.problems.empty and "acc" not in run.samples.columns  # a field of lists only: no column
+    write_lines(lists / "r3.jsonl", [dict(row, step=0, acc=2.0)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run.refresh()
+    assert reported(run) == [["r1.jsonl", 1, "acc is a list here, a number or text elsewhere: left empty"]]
+    assert any("1 wrong type" in str(w.message) for w in caught)
+
+
+def test_bytes_that_are_not_utf8_on_a_last_line_without_newline_are_reported(tmp_path, cache_dir):
+    """The last line of a file, complete but without its newline, was decoded with replacement before it was
+    parsed: its bytes that are not UTF-8 were shown as \ufffd without a report."""
+    line = json.dumps(rec(1, 0)).encode().replace(b"Question", b"Qu\xff\xfeestion")
+    for name, data in (("with", line + b"\n"), ("without", line)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "r.jsonl").write_bytes(data)
+        run, _ = open_recording(tmp_path / name, cache_dir)
+        assert run.problems[["line", "kind"]].values.tolist() == [[1, "non_utf8"]], name
+        assert "Qu\ufffd\ufffdestion" in run.samples.prompt[0]

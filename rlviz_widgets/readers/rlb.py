@@ -19,7 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..custom_columns import FIRST_LINES, STORED_PREFIX, number_text, stored_column, stored_key
+from ..custom_columns import (
+    FIRST_LINES,
+    LISTED_PREFIX,
+    STORED_PREFIX,
+    listed_column,
+    number_text,
+    stored_column,
+    stored_key,
+)
 from ..lines import Chunk, find_byte, line_bytes
 from ..metrics import ARRAYS, with_reductions
 from ..problems import short as _short
@@ -507,7 +515,12 @@ class RLBReader:
                 for i in np.flatnonzero(_mask(t["_f_" + key].is_valid())).tolist():
                     problems.append([int(kept[i]), "nan", f"{_short(key)} is {t['_f_' + key][i].as_py()}: left empty"])
                 if nums.null_count == len(nums) and strs.null_count == len(strs):
-                    continue  # no scalar value here (lists, objects, or a key candidate that is not one)
+                    # no scalar value here: lists or objects (a problem if another part holds numbers or text:
+                    # the run tells, ``listed_column``), or a key candidate that is not one
+                    objects = t["_o_" + key]
+                    if objects.null_count < len(objects):
+                        out[listed_column(key)] = objects
+                    continue
                 if apart:  # chunks parsed together: each chunk's values are settled on their own (``_split``)
                     out[stored_column(key) + _NUMBERS], out[stored_column(key) + _TEXTS] = nums, strs
                     out[stored_column(key) + _OBJECTS] = t["_o_" + key]
@@ -627,10 +640,18 @@ def _split(table: pa.Table | None, problems: list[list], n: int) -> list[tuple[p
             if c.endswith(_NUMBERS):
                 name = c[:-len(_NUMBERS)]
                 nums, strs = t[c], t[name + _TEXTS]
+                objects = t[name + _OBJECTS]
                 if nums.null_count < t.num_rows or strs.null_count < t.num_rows:
                     names.append(name)
                     columns.append(_scalar_values(nums, strs))
-                    found[j] += _non_scalars(stored_key(name), t[name + _OBJECTS], own)
+                    found[j] += _non_scalars(stored_key(name), objects, own)
+                elif objects.null_count < t.num_rows:  # lists or objects only, in this chunk: the run tells
+                    names.append(listed_column(stored_key(name)))
+                    columns.append(objects)
+            elif c.startswith(LISTED_PREFIX):  # lists or objects only, in all the chunks: kept where this has any
+                if t[c].null_count < t.num_rows:
+                    names.append(c)
+                    columns.append(t[c])
             elif not c.endswith((_TEXTS, _OBJECTS)):
                 names.append(c)
                 columns.append(t[c])
