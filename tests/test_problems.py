@@ -579,3 +579,19 @@ def test_bytes_that_are_not_utf8_on_a_last_line_without_newline_are_reported(tmp
         run, _ = open_recording(tmp_path / name, cache_dir)
         assert run.problems[["line", "kind"]].values.tolist() == [[1, "non_utf8"]], name
         assert "Qu\ufffd\ufffdestion" in run.samples.prompt[0]
+
+
+def test_a_text_field_that_is_not_a_string_is_reported_under_a_key_spelled_with_escapes(tmp_path, cache_dir):
+    """``"\\u0070rompt"`` is the key ``prompt`` to a JSON parser: its list was shown as JSON text, but only the
+    literal spelling was looked for to report it."""
+    for i, key in enumerate(("prompt", "\\u0070rompt", "pro\\u006dpt", "\\ud835\\udc29rompt")):
+        d = tmp_path / f"logs{i}"
+        write_lines(d / "x.jsonl", ['{"step": 0, "' + key + '": [{"role": "user", "content": "hi"}], "response": '
+                                    '"r", "reward": 1.0, "acc": 1}'])
+        run, _ = open_recording(d, cache_dir)
+        problems = run.problems[["line", "kind", "message"]].values.tolist()
+        if i < 3:
+            assert problems == [[1, "wrong_type", "prompt is a list, not text: shown as its JSON"]], key
+            assert run.samples.prompt[0] == '[{"role":"user","content":"hi"}]'
+        else:  # another key (a mathematical p): a custom field of lists, no column; no prompt
+            assert problems == [[1, "missing_field", "no prompt: left empty"]]

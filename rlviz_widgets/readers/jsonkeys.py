@@ -84,8 +84,9 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
 
     A superset: every colon after one of the keys whose value does not open with a quote or ``n``
     (after up to two blanks; more, and the line is in), and every colon with three or more blanks
-    before it whose value does not. A key that only ends in one (``"a\\"prompt"``)
-    adds its line too; the caller looks at these few lines closely.
+    before it whose value does not. A key that only ends in one (``"a\\"prompt"``), and one that spells it with
+    escapes (``"\\u0070rompt"``, which a parser reads as ``prompt``), add their lines too; the caller looks at these
+    few lines closely.
     """
     if len(lines) == 0 or not keys:
         return np.zeros(0, dtype=np.int64)
@@ -106,7 +107,33 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
                 ok &= blank(data[np.maximum(c - k, 0)])
             ok[ok] = equal_at(data, start[ok], raw)
             hit |= ok
+    close, after = key_ends(data, c)
+    for key in keys:  # a key spelled with escapes
+        hit |= np.isin(c, after[escaped_spellings(data, close, key)])
     return np.unique(np.searchsorted(offsets - offsets[0], c[hit], side="right") - 1)
+
+
+def escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
+    """Which of the keys closed at ``close`` spell ``key`` with escapes (``"st\\u0065p"``): a JSON parser reads
+    them as ``key``. Looked at closely only where the key ends as ``key`` does (its last character, or the last
+    hex digit of its escape) and a backslash lies within reach before."""
+    last = key[-1]
+    enders = [ord(last)] + [ord(h) for h in {f"{ord(last):x}"[-1], f"{ord(last):X}"[-1]}]
+    reach = 12 * len(key)  # a character escaped takes 6 bytes (12 for a surrogate pair)
+    near = np.isin(data[np.maximum(close - 1, 0)], enders)
+    at = np.flatnonzero(near)
+    if len(at):
+        window = close[at, None] - np.arange(1, reach + 1)
+        near[at] = (data[np.maximum(window, 0)] == BACKSLASH).any(axis=1)
+    out = np.zeros(len(close), dtype=bool)
+    for i in np.flatnonzero(near).tolist():
+        raw = key_before(data, int(close[i]))
+        if isinstance(raw, bytes) and b"\\" in raw:
+            try:
+                out[i] = json.loads(b'"' + raw + b'"') == key
+            except ValueError:
+                out[i] = True  # not JSON: whatever the parser makes of it, the line is its to read
+    return out
 
 
 def lines_buffer(lines: pa.Array | pa.ChunkedArray,

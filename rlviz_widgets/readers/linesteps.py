@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..lines import find_byte
-from .jsonkeys import blank, equal_at, key_before, key_ends, lines_buffer
+from .jsonkeys import blank, equal_at, escaped_spellings, key_ends, lines_buffer
 
 NO_STEP = np.iinfo(np.int64).min  # the step cannot be told from the bytes: the line is parsed
-BRACE, CLOSE, QUOTE, BACKSLASH, COMMA, COLON, BRACKET = 123, 125, 34, 92, 44, 58, 91
+BRACE, CLOSE, QUOTE, COMMA, COLON, BRACKET = 123, 125, 34, 44, 58, 91
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # a JSON string (escapes included)
 _INT = re.compile(rb"[ \t\r]*(-?(?:0|[1-9][0-9]{0,17}))[ \t\r]*[,}]")
 
@@ -51,7 +51,7 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     before = data[np.maximum(q, 1) - 1]
     mine &= (before == BRACE) | (before == COMMA) | blank(before)
     where = np.searchsorted(starts, close, side="right") - 1
-    escaped = _escaped_spellings(data, close[~mine], key)
+    escaped = escaped_spellings(data, close[~mine], key)
     escaped = np.flatnonzero(~mine)[escaped]
     count = np.bincount(where[mine], minlength=len(starts))
     respelled = np.bincount(where[escaped], minlength=len(starts))
@@ -76,29 +76,6 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
         m = _INT.match(view, int(c[i]) + 1, int(ends[line[i]]))
         if m is not None:
             out[line[i]] = int(m.group(1))
-    return out
-
-
-def _escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
-    """Which of the keys closed at ``close`` spell ``key`` with escapes (``"st\\u0065p"``): a JSON parser reads
-    them as ``key``. Looked at closely only where the key ends as ``key`` does (its last character, or the last
-    hex digit of its escape) and a backslash lies within reach before."""
-    last = key[-1]
-    enders = [ord(last)] + [ord(h) for h in {f"{ord(last):x}"[-1], f"{ord(last):X}"[-1]}]
-    reach = 12 * len(key)  # a character escaped takes 6 bytes (12 for a surrogate pair)
-    near = np.isin(data[np.maximum(close - 1, 0)], enders)
-    at = np.flatnonzero(near)
-    if len(at):
-        window = close[at, None] - np.arange(1, reach + 1)
-        near[at] = (data[np.maximum(window, 0)] == BACKSLASH).any(axis=1)
-    out = np.zeros(len(close), dtype=bool)
-    for i in np.flatnonzero(near).tolist():
-        raw = key_before(data, int(close[i]))
-        if isinstance(raw, bytes) and b"\\" in raw:
-            try:
-                out[i] = json.loads(b'"' + raw + b'"') == key
-            except ValueError:
-                out[i] = True  # not JSON: whatever the parser makes of it, the line is its to read
     return out
 
 
