@@ -39,6 +39,7 @@ class Chunk:
     buffer: np.ndarray | None = None  # the memory the lines live in (handed back to a BufferPool when done)
     found: np.ndarray | None = None  # positions of read_chunks' ``also_find`` byte in the lines
     odd: np.ndarray | None = None  # line numbers a reader wants looked at closely, when it found them early
+    repeats: np.ndarray | None = None  # line numbers where a key may be written twice, when a reader found them early
     steps: np.ndarray | None = None  # each line's step as its bytes tell it, when a reader asked early
     final: bool = False  # the read reached the end of the file (as it was when its reading began)
 

@@ -109,3 +109,39 @@ def test_equal_at_matches_a_byte_by_byte_comparison():
                 assert got.tolist() == want.tolist(), (size, n, pat_at)
                 assert got[pat_at]
     assert equal_at(np.frombuffer(b"abcdefghij", np.uint8), np.zeros(0, np.int64), b"abcdefghi").tolist() == []
+
+
+def _top_level_repeats(line: str) -> bool:
+    objects: list = []
+    json.loads(line, object_pairs_hook=lambda pairs: objects.append(pairs) or {})
+    keys = [k for k, _ in objects[-1]]
+    return len(keys) != len(set(keys))
+
+
+def test_repeated_keys_finds_every_line_holding_a_key_twice():
+    """A superset: every line with a top-level key written twice (in any spelling, any spacing, any length, the
+    buffer's first key included), and few others: keys sharing their last bytes are told apart."""
+    import random
+
+    from rlviz_widgets.readers.jsonkeys import repeated_keys
+
+    fixed = ['{"a":1,"a":2}', '{"step": 1, "st\\u0065p": 2}', '{"x" :1,  "x"  : 2}',
+             '{"' + "k" * 40 + '": 1, "' + "k" * 40 + '": 2}', '{"m": {"a": 1}, "a": 2}',
+             '{"ref_logprobs": [1], "logprobs": [2], "values": [3], "token_values": [4]}',
+             '{"prompt": "no", "b": 1}']
+    found = repeated_keys(arr(*fixed)).tolist()
+    assert found[:5] == [0, 1, 2, 3, 4] and 5 not in found and 6 not in found
+    rng = random.Random(3)
+    names = ["a", "ab", "step", "reward", "ref_reward", "é", "x" * 17, "y" * 17 + "x" * 17, "acc"]
+    lines = []
+    for _ in range(400):
+        pairs = [(rng.choice(names), rng.random()) for _ in range(rng.randint(1, 6))]
+        text = "{" + ", ".join(json.dumps(k, ensure_ascii=rng.random() < 0.5) + " " * rng.randint(0, 2) + ": "
+                               + json.dumps(v) for k, v in pairs) + "}"
+        lines.append(text)
+    want = {i for i, line in enumerate(lines) if _top_level_repeats(line)}
+    got = set(repeated_keys(arr(*lines)).tolist())
+    assert want <= got
+    # the extra lines are those with a key spelled with escapes or two long keys alike in their last 16 bytes
+    plain = {i for i, line in enumerate(lines) if "\\" not in line and "y" not in line}
+    assert got & plain == want & plain

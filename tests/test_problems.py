@@ -595,3 +595,29 @@ def test_a_text_field_that_is_not_a_string_is_reported_under_a_key_spelled_with_
             assert run.samples.prompt[0] == '[{"role":"user","content":"hi"}]'
         else:  # another key (a mathematical p): a custom field of lists, no column; no prompt
             assert problems == [[1, "missing_field", "no prompt: left empty"]]
+
+
+def test_a_key_written_twice_in_a_record_is_reported(tmp_path, open_run, monkeypatch):
+    """A record holding a key twice at its top (a writer's bug): the first value is read, the other was lost
+    without a word. Reported wherever it is, in any spelling; a key repeated inside a nested object is not."""
+    from rlviz_widgets import cache as cachemod
+
+    lines = ['{"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "acc": 1, "acc": 2}',
+             '{"step": 0, "prompt": "p", "response": "r", "reward": 2.0, "meta": {"acc": 1, "acc": 2}, "acc": 3}',
+             '{"step": 1, "st\\u0065p": 2, "prompt": "p", "response": "r", "reward": 3.0}',
+             '{"step": 1, "prompt": "p", "response": "r", "reward": 4.0, "reward" : 5.0, "acc": 4}',
+             '{"step": 1, "ref_logprobs": [0.5], "logprobs": [0.25], "prompt": "p", "response": "r", "reward": 6.0}']
+    want = [[1, "duplicate_key", "acc is written 2 times: its first value is read"],
+            [3, "duplicate_key", "step is written 2 times: its first value is read"],
+            [4, "duplicate_key", "reward is written 2 times: its first value is read"]]
+    write_lines(tmp_path / "logs" / "x.jsonl", lines)
+    write_lines(tmp_path / "logs" / "y.jsonl", lines)  # small files parsed together, then one by one
+    for batch in (cachemod.BATCH_BYTES, 0):
+        monkeypatch.setattr(cachemod, "BATCH_BYTES", batch)
+        for options in ({}, {"max_samples_per_step": 5}):  # a cap's reader reads a doubled step key too
+            run = open_run(tmp_path / "logs", cache_dir=tmp_path / f"cache{batch}{len(options)}", **options)
+            p = run.problems.sort_values(["file", "line"])
+            assert p[p.file.str.endswith("x.jsonl")][["line", "kind", "message"]].values.tolist() == want
+            s = run.samples[run.samples.file.str.endswith("x.jsonl")].sort_values("line")
+            assert s.reward.tolist() == [1.0, 2.0, 3.0, 4.0, 6.0] and s.step.tolist() == [0, 0, 1, 1, 1]
+            assert s.acc.tolist()[:2] == [1.0, 3.0]

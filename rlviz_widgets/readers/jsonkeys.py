@@ -24,15 +24,24 @@ MAX_READS = 8  # keys read per group before the rest of it is read one by one
 MAX_KEY_BYTES = 65536  # keys are looked for this far back from their closing quote
 
 
-def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None) -> set[str]:
-    """A superset of the top-level keys of the JSON objects in ``lines`` (a large_string array).
+def scan(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None) -> tuple:
+    """What the searches below share, worked out once per chunk: (``lines_buffer``'s three, ``key_ends``'s two).
 
     ``colons``: the positions of every ':' in the lines' data buffer, when already known.
     """
+    offsets, data, colons = lines_buffer(lines, colons)
+    return offsets, data, colons, *key_ends(data, colons)
+
+
+def candidate_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None,
+                   scanned: tuple | None = None) -> set[str]:
+    """A superset of the top-level keys of the JSON objects in ``lines`` (a large_string array).
+
+    ``colons``: the positions of every ':' in the lines' data buffer, when already known; ``scanned``: ``scan``'s.
+    """
     if len(lines) == 0:
         return set()
-    _, data, colons = lines_buffer(lines, colons)
-    end, _ = key_ends(data, colons)
+    _, data, colons, end, _ = scanned or scan(lines, colons)
     if not len(end):
         return set()
     slow = []  # candidates resolved in Python: keys ending in a backslash
@@ -79,7 +88,8 @@ def key_ends(data: np.ndarray, colons: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(closes), np.concatenate(cols)
 
 
-def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, keys: list[str]) -> np.ndarray:
+def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, keys: list[str],
+               scanned: tuple | None = None) -> np.ndarray:
     """The indexes of the lines where a key of ``keys`` may hold a value other than a string or null.
 
     A superset: every colon after one of the keys whose value does not open with a quote or ``n``
@@ -90,12 +100,13 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
     """
     if len(lines) == 0 or not keys:
         return np.zeros(0, dtype=np.int64)
-    offsets, data, colons = lines_buffer(lines, colons)
+    offsets, data, colons, closes, afters = scanned or scan(lines, colons)
     at = colons + 1
     for _ in range(2):
         at = np.where(blank(data[np.minimum(at, len(data) - 1)]) & (at < len(data)), at + 1, at)
     first = np.where(at < len(data), data[np.minimum(at, len(data) - 1)], 0)
-    c = colons[(first != QUOTE) & (first != ord("n"))]
+    valued = (first != QUOTE) & (first != ord("n"))
+    c = colons[valued]
     # three or more blanks before the colon (rare): the line is looked at whatever the key
     hit = blank(data[np.maximum(c - 1, 0)]) & blank(data[np.maximum(c - 2, 0)]) & blank(data[np.maximum(c - 3, 0)])
     for key in keys:
@@ -107,10 +118,47 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
                 ok &= blank(data[np.maximum(c - k, 0)])
             ok[ok] = equal_at(data, start[ok], raw)
             hit |= ok
-    close, after = key_ends(data, c)
+    mine = valued[np.searchsorted(colons, afters)]  # the keys of these colons
+    close, after = closes[mine], afters[mine]
     for key in keys:  # a key spelled with escapes
-        hit |= np.isin(c, after[escaped_spellings(data, close, key)])
+        found = after[escaped_spellings(data, close, key)]
+        if len(found):
+            hit |= np.isin(c, found)
     return np.unique(np.searchsorted(offsets - offsets[0], c[hit], side="right") - 1)
+
+
+def repeated_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None,
+                  scanned: tuple | None = None) -> np.ndarray:
+    """The indexes of the lines where a key may appear twice: a superset (a key in a nested object counts, and
+    two keys alike in their last 16 bytes, or with a backslash in them, do too); the caller looks closely.
+
+    Keys are told apart by their bytes up to 16 before the closing quote and their length up to 16: a key
+    written twice the same way always matches itself. One spelled otherwise the second time (with escapes)
+    has a backslash in those bytes, or differs only before them.
+    """
+    if len(lines) == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets, data, colons, close, _ = scanned or scan(lines, colons)
+    if not len(close):
+        return np.zeros(0, dtype=np.int64)
+    width = 16
+    # the bytes before each closing quote (rows of a sliding view: an index per byte cost 5x more)
+    window = np.lib.stride_tricks.sliding_window_view(data, width)[np.maximum(close - width, 0)]
+    early = np.flatnonzero(close < width)  # the buffer's first key: fewer bytes before it
+    window[early] = data[np.maximum(close[early, None] - np.arange(width, 0, -1), 0)]
+    quote = window == QUOTE
+    opened = quote.any(axis=1)
+    start = width - np.argmax(quote[:, ::-1], axis=1)  # just past the last quote in the window
+    start[~opened] = 0  # a longer key: its last 16 bytes
+    window[np.arange(width)[None, :] < start[:, None]] = 0
+    words = window.view("<u8")  # two words per key
+    line = np.searchsorted(offsets - offsets[0], close, side="right") - 1
+    order = np.lexsort((start, words[:, 1], words[:, 0], line))
+    same = np.ones(len(order) - 1, dtype=bool)
+    for col in (line, words[:, 0], words[:, 1], start):
+        same &= col[order[1:]] == col[order[:-1]]
+    odd = (window == BACKSLASH).any(axis=1)
+    return np.unique(np.concatenate([line[order[1:][same]], line[odd]]))
 
 
 def escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
@@ -120,7 +168,10 @@ def escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarr
     last = key[-1]
     enders = [ord(last)] + [ord(h) for h in {f"{ord(last):x}"[-1], f"{ord(last):X}"[-1]}]
     reach = 12 * len(key)  # a character escaped takes 6 bytes (12 for a surrogate pair)
-    near = np.isin(data[np.maximum(close - 1, 0)], enders)
+    last_bytes = data[np.maximum(close - 1, 0)]
+    near = np.zeros(len(close), dtype=bool)
+    for e in set(enders):
+        near |= last_bytes == e
     at = np.flatnonzero(near)
     if len(at):
         window = close[at, None] - np.arange(1, reach + 1)

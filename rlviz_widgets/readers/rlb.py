@@ -31,7 +31,7 @@ from ..custom_columns import (
 from ..lines import Chunk, find_byte, line_bytes
 from ..metrics import ARRAYS, with_reductions
 from ..problems import short as _short
-from .jsonkeys import LONG_KEY, candidate_keys, equal_at, odd_values
+from .jsonkeys import LONG_KEY, candidate_keys, equal_at, odd_values, repeated_keys, scan
 from .tokens import id_strings, spell_ids
 
 TEXT_FIELDS = ("prompt", "response", "ref_response")
@@ -216,14 +216,16 @@ class RLBReader:
     scan_byte = ord(":")  # read_chunks finds these with the newlines: keys end at colons
 
     def prepare(self, chunk: Chunk) -> None:
-        """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, and the
-        lines where a text field may not be a string."""
-        chunk.keys = candidate_keys(chunk.lines, chunk.found)
-        chunk.odd = self._odd_lines(chunk)
+        """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, the lines
+        where a text field may not be a string, and those where a key may be written twice."""
+        scanned = scan(chunk.lines, chunk.found) if len(chunk.lines) else None
+        chunk.keys = candidate_keys(chunk.lines, chunk.found, scanned)
+        chunk.odd = self._odd_lines(chunk, scanned)
+        chunk.repeats = chunk.numbers[repeated_keys(chunk.lines, chunk.found, scanned)]
 
-    def _odd_lines(self, chunk: Chunk) -> np.ndarray:
+    def _odd_lines(self, chunk: Chunk, scanned: tuple | None = None) -> np.ndarray:
         """The numbers of the lines where a text field may hold a value that is not a string."""
-        return chunk.numbers[odd_values(chunk.lines, chunk.found, list(self._text_keys().values()))]
+        return chunk.numbers[odd_values(chunk.lines, chunk.found, list(self._text_keys().values()), scanned)]
 
     def _text_keys(self) -> dict[str, str]:
         """Text field -> the record key it is read from as it is (the transform makes any JSON value text).
@@ -246,14 +248,15 @@ class RLBReader:
         if len(chunks) == 1:
             return [readers[0].parse(con, chunks[0])]
         for c, r in zip(chunks, readers):
-            if c.keys is None or c.odd is None:
+            if c.keys is None or c.odd is None or c.repeats is None:
                 r.prepare(c)
         at = [k * BATCH_STRIDE for k in range(len(chunks))]  # chunk k's line n is k * BATCH_STRIDE + n meanwhile
         combined = Chunk(pa.concat_arrays([c.lines for c in chunks]),
                          np.concatenate([c.numbers + a for c, a in zip(chunks, at)]),
                          np.concatenate([c.first_bytes for c in chunks]), 0, 0,
                          keys=set().union(*(c.keys for c in chunks)),
-                         odd=np.concatenate([np.asarray(c.odd, np.int64) + a for c, a in zip(chunks, at)]))
+                         odd=np.concatenate([np.asarray(c.odd, np.int64) + a for c, a in zip(chunks, at)]),
+                         repeats=np.concatenate([np.asarray(c.repeats, np.int64) + a for c, a in zip(chunks, at)]))
         table, problems = self._parse(con, combined, [r.file_step for r in readers])
         # the per-sample reductions once for all (the writer adds them to a part that lacks them: ~2 ms each)
         return _split(None if table is None else with_reductions(table), problems, len(chunks))
@@ -292,6 +295,10 @@ class RLBReader:
             raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
         odd = chunk.odd if chunk.odd is not None else self._odd_lines(chunk)
         table = self._check(con, self._post(table), keys, problems, odd, apart=len(steps) > 1)
+        repeats = chunk.repeats if chunk.repeats is not None else chunk.numbers[repeated_keys(chunk.lines,
+                                                                                              chunk.found)]
+        if table is not None and len(repeats):
+            problems += _repeated_keys(raw, repeats[np.isin(repeats, table["line"].to_numpy())])
         con.unregister("raw")
         return table, problems
 
@@ -801,6 +808,26 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
     if fixed_lines:
         fixed = pa.table({"line": pa.array(fixed_lines, pa.int64()), "j": pa.array(fixed_texts, pa.large_string())})
         out = pa.concat_tables([out, fixed]).sort_by("line")
+    return out
+
+
+def _repeated_keys(raw: pa.Table, lines: np.ndarray) -> list[list]:
+    """The reports of the records among ``lines`` (of ``raw``) that hold a key twice at their top: DuckDB reads the
+    first value, the others are lost. Each line is parsed in Python (``repeated_keys`` found these few)."""
+    out = []
+    at = np.searchsorted(raw["line"].to_numpy(), lines)
+    texts = raw["j"]
+    for n, i in zip(lines.tolist(), at.tolist()):
+        objects: list = []
+        try:  # the hook sees every object, the record's own last
+            json.loads(texts[i].as_py(), object_pairs_hook=lambda pairs, seen=objects: seen.append(pairs) or {})
+        except (ValueError, RecursionError):
+            continue
+        counts: dict[str, int] = {}
+        for key, _ in objects[-1]:
+            counts[key] = counts.get(key, 0) + 1
+        out += [[n, "duplicate_key", f"{_short(key)} is written {k} times: its first value is read"]
+                for key, k in counts.items() if k > 1]
     return out
 
 

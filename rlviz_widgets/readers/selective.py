@@ -197,7 +197,7 @@ def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = Fals
     if found is not None:  # the colons of the lines kept: keys and odd lines are looked for there only
         offsets, _, _ = lines_buffer(chunk.lines, found)
         found = found[keep[np.searchsorted(offsets, found, side="right") - 1]]
-    probe = dataclasses.replace(chunk, found=found, keys=None, odd=None)
+    probe = dataclasses.replace(chunk, found=found, keys=None, odd=None, repeats=None)
     reader.prepare(probe)
     breaks = np.flatnonzero(np.diff(idx) != 1) + 1
     if copy or len(breaks) + 1 > max(8, len(idx) // 4):
@@ -206,4 +206,4 @@ def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = Fals
         runs = np.split(idx, breaks)
         lines = pa.chunked_array([chunk.lines.slice(int(r[0]), len(r)) for r in runs], chunk.lines.type)
     return Chunk(lines, chunk.numbers[idx], chunk.first_bytes[idx], chunk.start, chunk.end, keys=probe.keys,
-                 odd=probe.odd, final=chunk.final)
+                 odd=probe.odd, repeats=probe.repeats, final=chunk.final)
