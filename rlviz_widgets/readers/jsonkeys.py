@@ -157,8 +157,8 @@ def repeated_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None =
     same = np.ones(len(order) - 1, dtype=bool)
     for col in (line, words[:, 0], words[:, 1], start):
         same &= col[order[1:]] == col[order[:-1]]
-    odd = (window == BACKSLASH).any(axis=1)
-    return np.unique(np.concatenate([line[order[1:][same]], line[odd]]))
+    escaped = (window == BACKSLASH).any(axis=1)
+    return np.unique(np.concatenate([line[order[1:][same]], line[escaped]]))
 
 
 def escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
