@@ -603,8 +603,9 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
         return pending
     if rest.strip() and not state.open_tail:
         # replaced bytes only for the validity check: the parser gets the bytes as they are (and reports any
-        # that are not UTF-8, as on every other line)
-        if con.execute("SELECT json_valid(?)", [rest.decode("utf-8", errors="replace")]).fetchall()[0][0]:
+        # that are not UTF-8, as on every other line); a byte order mark opens a file of one line
+        text = rest.decode("utf-8", errors="replace").strip().removeprefix("\ufeff")
+        if con.execute("SELECT json_valid(?)", [text]).fetchall()[0][0]:
             # a finished last record that simply lacks the final newline: one line, as a read gives it
             chunk = linereader.last_line(rest, state.lines + 1, state.consumed)
             writes.append(_ingest(con, cache, state, reader, chunk, writer))

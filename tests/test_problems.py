@@ -221,6 +221,13 @@ def test_byte_order_mark_and_crlf_lines_are_read(tmp_path, cache_dir):
         mine = s[s["file"].str.endswith(name)].sort_values("line")
         assert mine["line"].tolist() == [1, 2, 3]
         assert mine["reward"].tolist() == [r["reward"] for r in recs]
+    # a file of one line, opened by a byte order mark and without a newline: a finished record (it was taken for
+    # one still being written, and skipped until a newline came)
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "x.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps(recs[0]).encode())
+    run, warned = open_recording(one, cache_dir)
+    assert run.problems.empty and not warned and run.samples.reward.tolist() == [recs[0]["reward"]]
 
 
 def test_steps_beyond_64_bits_are_reported_and_big_ones_exact(tmp_path, cache_dir):
