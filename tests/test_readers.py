@@ -378,6 +378,7 @@ def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache
     recs[4]["token_loss_mask"] = [recs[4]["token_loss_mask"][0][:-1]]
     recs[5]["token_ids"] = recs[5]["token_ids"][0]
     recs[6]["content"] = [None]
+    recs[7]["generation_logprobs"] = recs[7]["generation_logprobs"] * 2  # a batch of two rows: the first is read
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     run = _open(tmp_path / "logs", cache_dir, tokenizer=FakeTokenizer())
     assert _problems(run) == [
@@ -387,9 +388,12 @@ def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache
         [5, "length_mismatch", f"token_loss_mask has {width - 1} values for {width} token ids: the response tokens "
                                "may be off"],
         [6, "wrong_type", "token_ids is not a batch of one list of numbers: ignored"],
-        [7, "missing_field", "no response text in content: left empty"]]
+        [7, "missing_field", "no response text in content: left empty"],
+        [8, "wrong_type", "generation_logprobs holds 2 rows, not one: the first is read"]]
     s = run.samples.set_index("line")
     assert s.loc[2, "reward"] == 0.25 and s.loc[3, "reward"] == 0.5 and len(s) == 8
+    first = [lp for lp, m in zip(recs[7]["generation_logprobs"][0], recs[7]["token_loss_mask"][0]) if m]
+    assert s.loc[8, "logprob_mean"] == pytest.approx(np.mean(np.float32(first)))  # its first row's
 
 
 def test_openinstruct_prompt_fields_of_another_type_are_reported(tmp_path, cache_dir):
@@ -560,3 +564,22 @@ def test_verl_dumps_of_the_same_steps_in_two_folders_are_reported(tmp_path, open
     assert p.kind.tolist() == ["same_step_file"] and p.file.iloc[0].endswith("validation/2.jsonl")
     assert "rollouts/2.jsonl" in p.message.iloc[0] and len(run.samples) == 6  # still read: the user decides
     assert open_run(tmp_path / "dumps" / "rollouts").problems.empty
+
+
+def test_a_verl_dump_whose_first_record_lacks_a_text_is_still_verl(tmp_path, cache_dir):
+    """A first record without ``output`` (an empty generation) made the folder RL Logging Board's: every record
+    then lacked its prompt, response and reward; with another file, the formats disagreed and the open failed."""
+    from rlviz_widgets.readers.detect import detect
+
+    logs = tmp_path / "rollouts"
+    logs.mkdir()
+    recs = [{"input": "q0", "gts": "4", "score": 0.0, "step": 5}] + [
+        {"input": f"q{i}", "output": f"a{i}", "gts": "4", "score": 1.0, "step": 5} for i in (1, 2)]
+    (logs / "5.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert detect(logs) == "verl"
+    (logs / "6.jsonl").write_text(json.dumps(dict(recs[1], step=6)) + "\n")
+    assert detect(logs) == "verl"
+    run = _open(logs, cache_dir)
+    s = run.samples.sort_values(["step", "line"])
+    assert s.prompt.tolist() == ["q0", "q1", "q2", "q1"] and s.reward.tolist() == [0.0, 1.0, 1.0, 1.0]
+    assert run.problems.kind.tolist() == ["missing_field"]

@@ -56,6 +56,8 @@ def by_fields(rec: dict) -> str | None:
         return "openinstruct"
     if {"input", "output"} <= keys and keys & {"score", "gts", "step"}:
         return "verl"
+    if keys & {"input", "output"} and keys & {"score", "gts"} and not keys & {"prompt", "response"}:
+        return "verl"  # one of its texts missing (an empty generation): still verl's fields
     wrapped = [rec[k] for k in ("rewards", "input_lengths", "content") if k in rec]
     if wrapped and all(isinstance(v, list) and len(v) == 1 for v in wrapped) and keys & {"content", "token_ids"}:
         return "nemo"

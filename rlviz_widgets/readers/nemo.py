@@ -104,8 +104,10 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
                "token_loss_mask: the response tokens (and their logprobs, advantage) include the prompt' END")
     for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
         v = f"r.{k}"
-        out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) <> 1 OR {v}[1] IS NULL) "
-                   f"THEN 'wrong_type|{k} is not a batch of one list of numbers: ignored' END")
+        out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) = 0 OR {v}[1] IS NULL) "
+                   f"THEN 'wrong_type|{k} is not a batch of one list of numbers: ignored' "
+                   f"WHEN len({v}) > 1 THEN 'wrong_type|{k} holds ' || len({v}) || ' rows, not one: the first is "
+                   f"read' END")
         if k != "token_ids":
             out.append(f"CASE WHEN len({v}) = 1 AND len(r.token_ids) = 1 AND len({v}[1]) <> len(r.token_ids[1]) "
                        f"THEN 'length_mismatch|{k} has ' || len({v}[1]) || ' values for ' || len(r.token_ids[1]) "
