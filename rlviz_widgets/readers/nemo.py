@@ -92,6 +92,18 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
         out.append(f"CASE WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
                    f"THEN 'missing_field|no content: prompt and response left empty' "
                    f"WHEN ({response}) IS NULL THEN 'missing_field|no response text in content: left empty' END")
+        # messages that are not text (chat dicts, numbers): shown as their JSON, as the other formats do
+        c0 = "r.content->'$[0]'"
+        last = f"json_type({c0}->'$[#-1]')"
+        kind = (f"CASE {last} WHEN 'OBJECT' THEN 'an object' WHEN 'ARRAY' THEN 'a list' "
+                f"WHEN 'BOOLEAN' THEN 'a boolean' ELSE 'a number' END")
+        out.append(f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 0 "
+                   f"AND {last} NOT IN ('VARCHAR', 'NULL') "
+                   f"THEN 'wrong_type|response is ' || {kind} || ', not text: shown as its JSON' END")
+        out.append(f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 "
+                   f"AND list_bool_or(list_transform(list_slice(json_extract({c0}, '$[*]'), 1, -2), "
+                   f"lambda m: json_type(m) NOT IN ('VARCHAR', 'NULL'))) "
+                   f"THEN 'wrong_type|prompt holds a message that is not text: shown as its JSON' END")
     for k in ("content", "rewards", "input_lengths"):
         v = f"r.{k}"
         out.append(f"CASE WHEN {v} IS NULL THEN NULL WHEN json_type({v}) <> 'ARRAY' "
