@@ -51,7 +51,8 @@ from .token_store import TOKEN_COLUMNS
 # 22: per-sample sums row by row where a part has missing values, an overflowing KL kept (infinite), an empty
 # token list counted as 0 tokens, a token value past float32 reported as such; 23: a list or object in a field
 # of numbers or text reported; 24: ... also where another part holds the numbers or text (``listed_column``), a
-# key written twice reported, NeMo token rows in a batch of two said to be read from the first
+# key written twice reported, NeMo token rows in a batch of two said to be read from the first, NeMo messages
+# that are not text reported
 CACHE_VERSION = 24
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
