@@ -120,22 +120,33 @@ def drag(page, unit: int, x0: float, x1: float, chart: str = ".rlv-chart") -> No
     """A mouse brush from data value x0 to x1 across the middle of concat unit ``unit`` of the chart.
 
     The pixels are taken once the chart holds still: a brush elsewhere just before may still be bringing
-    new data (and a new scale) to this unit.
+    new data (and a new scale) to this unit. If the scale still moves after the drag (an update later than
+    the wait, on a busy machine: the brush landed on other values), the brush is cleared and drawn again.
     """
-    a = b = None
-    still = 0
-    for _ in range(50):  # the same pixels over 0.4 s
-        now = page.evaluate(UNIT_POINT, [unit, x0, 0.5, chart]), page.evaluate(UNIT_POINT, [unit, x1, 0.5, chart])
-        still = still + 1 if now == (a, b) else 0
-        a, b = now
-        if still == 2:
-            break
-        page.wait_for_timeout(200)
-    page.mouse.move(a["x"], a["y"])
-    page.mouse.down()
-    for k in range(1, 6):
-        page.mouse.move(a["x"] + (b["x"] - a["x"]) * k / 5, a["y"], steps=2)
-    page.mouse.up()
+
+    def points():
+        return page.evaluate(UNIT_POINT, [unit, x0, 0.5, chart]), page.evaluate(UNIT_POINT, [unit, x1, 0.5, chart])
+
+    for attempt in range(3):
+        a = b = None
+        still = 0
+        for _ in range(50):  # the same pixels over 0.4 s
+            now = points()
+            still = still + 1 if now == (a, b) else 0
+            a, b = now
+            if still == 2:
+                break
+            page.wait_for_timeout(200)
+        page.mouse.move(a["x"], a["y"])
+        page.mouse.down()
+        for k in range(1, 6):
+            page.mouse.move(a["x"] + (b["x"] - a["x"]) * k / 5, a["y"], steps=2)
+        page.mouse.up()
+        page.wait_for_timeout(400)
+        if points() == (a, b) or attempt == 2:  # its own brush leaves the unit's scale as it was
+            return
+        page.mouse.dblclick(a["x"] - 2, a["y"])  # an interval brush is cleared by a double click
+
 
 class Notebook:
     """One open notebook page: run all cells, then talk to its kernel."""
