@@ -36,7 +36,7 @@ from .problems import Problem
 from .progress import Progress
 from .readers import READERS
 from .readers.detect import detect
-from .readers.rlb import DEFAULT_PAD_TOKEN
+from .readers.rlb import DEFAULT_PAD_TOKEN, non_scalar_message
 from .readers.selective import SelectiveReader
 from .sources import NoLogsError, absolute, resolve, source_folders, source_key
 
@@ -582,13 +582,13 @@ class Run:
                 continue
             parts = "[" + ", ".join(_lit(p) for p in self._caches[path].part_paths(st)) + "]"
             cols = [listed_column(k) for k in found]
-            rows = self._db.cursor().execute(
-                f"SELECT line, {', '.join(cols)} FROM read_parquet({parts}, union_by_name=true) "
-                f"WHERE {' OR '.join(f'{c} IS NOT NULL' for c in cols)} ORDER BY line").fetchall()
+            with self._db.cursor() as cur:
+                rows = cur.execute(
+                    f"SELECT line, {', '.join(cols)} FROM read_parquet({parts}, union_by_name=true) "
+                    f"WHERE {' OR '.join(f'{c} IS NOT NULL' for c in cols)} ORDER BY line").fetchall()
             for line, *kinds in rows:
-                out += [Problem(path, line, "wrong_type", f"{problemsmod.short(k)} is "
-                                f"{'a list' if kind == '[' else 'an object'} here, a number or text elsewhere: "
-                                "left empty") for k, kind in zip(found, kinds) if kind is not None]
+                out += [Problem(path, line, "wrong_type", non_scalar_message(k, kind))
+                        for k, kind in zip(found, kinds) if kind is not None]
         return out
 
     def _samples_sql(self, parts: list[tuple[int, str]], where: str = "",

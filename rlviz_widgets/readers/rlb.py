@@ -298,7 +298,7 @@ class RLBReader:
         repeats = chunk.repeats if chunk.repeats is not None else chunk.numbers[repeated_keys(chunk.lines,
                                                                                               chunk.found)]
         if table is not None and len(repeats):
-            problems += _repeated_keys(raw, repeats[np.isin(repeats, table["line"].to_numpy())])
+            problems += _duplicate_key_reports(raw, repeats[np.isin(repeats, table["line"].to_numpy())])
         con.unregister("raw")
         return table, problems
 
@@ -604,12 +604,14 @@ _NUMBERS, _TEXTS, _OBJECTS = "\x00n", "\x00s", "\x00o"  # a custom field's numbe
 def _non_scalars(key: str, kinds: pa.ChunkedArray | pa.Array, lines: np.ndarray) -> list[list]:
     """The reports of a field holding numbers or text whose value in some records is a list or an object (``kinds``:
     its first character there, "[" or "{"): no column cell can hold it, so it is left empty."""
-    out = []
-    for i in np.flatnonzero(_mask(kinds.is_valid())).tolist():
-        what = "a list" if kinds[i].as_py() == "[" else "an object"
-        out.append([int(lines[i]), "wrong_type", f"{_short(key)} is {what} here, a number or text elsewhere: "
-                                                 "left empty"])
-    return out
+    return [[int(lines[i]), "wrong_type", non_scalar_message(key, kinds[i].as_py())]
+            for i in np.flatnonzero(_mask(kinds.is_valid())).tolist()]
+
+
+def non_scalar_message(key: str, kind: str) -> str:
+    """The report of a custom field holding a list (``kind`` "[") or an object ("{") where elsewhere it holds numbers
+    or text: made here for a part that holds both, and by the run for parts apart (``Run._listed_in``)."""
+    return f"{_short(key)} is {'a list' if kind == '[' else 'an object'} here, a number or text elsewhere: left empty"
 
 
 def _scalar_values(nums: pa.ChunkedArray, strs: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
@@ -811,7 +813,7 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
     return out
 
 
-def _repeated_keys(raw: pa.Table, lines: np.ndarray) -> list[list]:
+def _duplicate_key_reports(raw: pa.Table, lines: np.ndarray) -> list[list]:
     """The reports of the records among ``lines`` (of ``raw``) that hold a key twice at their top: DuckDB reads the
     first value, the others are lost. Each line is parsed in Python (``repeated_keys`` found these few)."""
     out = []
