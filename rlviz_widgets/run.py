@@ -107,7 +107,8 @@ def _cap_option(cap) -> int | None:
 
 
 def _steps_option(steps) -> tuple[float | None, float | None]:
-    """``steps`` checked: None or (lo, hi), each a number or None (an open end; so is an infinite one), lo <= hi."""
+    """``steps`` checked: None or (lo, hi), each a number or None (an open end; so is -inf first or +inf last; +inf
+    first or -inf last is kept: no step is in that range), lo <= hi."""
     if steps is None:
         return (None, None)
     try:
@@ -117,11 +118,11 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
     except (TypeError, ValueError):
         raise ValueError(f"steps must be (first, last), either end None for open, not {steps!r}") from None
     ends = []
-    for end in (lo, hi):
+    for end, open_end in ((lo, -math.inf), (hi, math.inf)):
         value = None if end is None else _number(end)
         if end is not None and (value is None or math.isnan(value)):
             raise ValueError(f"steps=(first, last): each end a number or None, not {end!r}")
-        ends.append(None if value is None or math.isinf(value) else end)
+        ends.append(None if value is None or value == open_end else end)
     if lo is not None and hi is not None and float(lo) > float(hi):
         raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
     return (ends[0], ends[1])
@@ -132,8 +133,10 @@ _INT64 = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as go
 
 def _whole_steps(steps: tuple) -> tuple[int | None, int | None]:
     """A step range (``_steps_option``'s) as the first and last whole step in it, None for an open end: (0.5, 1.5) is
-    steps 1..1."""
+    steps 1..1. A range past every 64-bit step is 1..0: no step is in it."""
     lo, hi = steps
+    if (lo is not None and lo > _INT64.max) or (hi is not None and hi < _INT64.min):
+        return 1, 0
     lo = None if lo is None or math.ceil(lo) <= _INT64.min else math.ceil(lo)
     hi = None if hi is None or math.floor(hi) >= _INT64.max else math.floor(hi)
     return lo, hi

@@ -613,6 +613,18 @@ def test_lenient_option_values_that_mean_one_thing(synth_logs, open_run):
     assert open_run(folder, steps=(Decimal(1), Fraction(5, 2))).step_values == [1, 2]
 
 
+def test_an_infinite_end_on_the_far_side_keeps_no_step(synth_logs, open_run):
+    """steps=(inf, None) is "from step +inf on": no step. It kept every step (any infinite end was taken as an
+    open one), as did (None, -inf); so were ends past the 64-bit steps on that side. The near side stays open."""
+    folder, _ = synth_logs()
+    inf = float("inf")
+    for steps in [(inf, None), (inf, inf), (None, -inf), (-inf, -inf), (1e30, None), (None, -1e30), (2**64, 2**65)]:
+        run = open_run(folder, steps=steps)
+        assert run.step_values == [] and run.n_samples == 0, steps
+    assert open_run(folder, steps=(-inf, inf)).step_values == [0, 1, 2, 3]
+    assert open_run(folder, steps=(-1e30, 1e30)).step_values == [0, 1, 2, 3]
+
+
 def test_an_empty_response_has_zero_tokens_not_an_unknown_count(tmp_path, open_run):
     """response_tokens: [] (a response of no tokens) gave n_tokens <NA>, left out of the step's mean length;
     a record without any token array still has no count."""
