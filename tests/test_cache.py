@@ -1242,6 +1242,25 @@ def test_parts_of_a_killed_refresh_are_collected(tmp_path, monkeypatch):
     assert not stale_tmp.exists()
 
 
+def test_a_short_line_appended_is_read_on_refresh(tmp_path, open_run):
+    """A job appending a line of fewer than 16 bytes, then a short last line without its newline: the refresh
+    failed (the reading of those bytes alone made a key window numpy refused); a fresh open of the same bytes
+    worked. Both now read and report them alike."""
+    log = tmp_path / "logs" / "rank0.jsonl"
+    log.parent.mkdir()
+    log.write_text(json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")
+    run = open_run(log.parent)
+    for more in ('{"step": 1}\n', '{"a":1}'):
+        with open(log, "a") as f:
+            f.write(more)
+        run.refresh()
+    fresh = open_run(log.parent, cache_dir=tmp_path / "fresh")
+    assert len(run.samples) == len(fresh.samples) == 2  # a record without its reward is kept, reward empty
+    assert sorted(run.problems[["line", "kind"]].itertuples(index=False)) == \
+        sorted(fresh.problems[["line", "kind"]].itertuples(index=False))
+    assert set(run.problems.line) == {2, 3}
+
+
 def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
     """Only refreshes merged parts: a growing log opened again and again (a notebook re-run, a script every few
     minutes) gained a part per open, never merged. An open reading on where the last read stopped merges too."""

@@ -118,6 +118,16 @@ def _top_level_repeats(line: str) -> bool:
     return len(keys) != len(set(keys))
 
 
+def test_repeated_keys_of_lines_shorter_than_its_window():
+    """Lines of fewer than 16 bytes in all (a job appending one short line): numpy refused the 16-byte window
+    view and the open or refresh failed."""
+    from rlviz_widgets.readers.jsonkeys import repeated_keys
+
+    assert repeated_keys(arr('{"a":1,"a":2}')).tolist() == [0]
+    assert repeated_keys(arr('{"step": 1}')).tolist() == []
+    assert repeated_keys(arr('{"a":1}', '{"b":1}')).tolist() == []
+
+
 def test_repeated_keys_finds_every_line_holding_a_key_twice():
     """A superset: every line with a top-level key written twice (in any spelling, any spacing, any length, the
     buffer's first key included), and few others: keys sharing their last bytes are told apart."""

@@ -143,7 +143,8 @@ def repeated_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None =
         return np.zeros(0, dtype=np.int64)
     width = 16
     # the bytes before each closing quote (rows of a sliding view: an index per byte cost 5x more)
-    window = np.lib.stride_tricks.sliding_window_view(data, width)[np.maximum(close - width, 0)]
+    padded = data if len(data) >= width else np.concatenate([data, np.zeros(width - len(data), np.uint8)])
+    window = np.lib.stride_tricks.sliding_window_view(padded, width)[np.maximum(close - width, 0)]
     early = np.flatnonzero(close < width)  # the buffer's first key: fewer bytes before it
     window[early] = data[np.maximum(close[early, None] - np.arange(width, 0, -1), 0)]
     quote = window == QUOTE
