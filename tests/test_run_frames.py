@@ -318,6 +318,33 @@ def test_system_prompt_end(synth_logs, open_run):
     assert s["prompt"].tolist() == [r["prompt"].replace("<PAD>", "") for r in recs]
 
 
+@pytest.mark.parametrize("marker", ["\n\n", "aa", "abab", "<|im_end|>", "é·é"])
+def test_system_prompt_end_cuts_at_the_last_of_overlapping_markers(tmp_path, open_run, marker):
+    """Text up to the marker's LAST occurrence is dropped, as the README says: with "\n\n" and "SYS\n\n\nQ" that is
+    "Q". The prompt was cut at the last of the occurrences found left to right without overlap ("\nQ")."""
+    prompts = [f"SYS{marker}{marker[-1]}Q", f"S{marker * 3}{marker[:-1]}x{marker}{marker[1:]}Q", "no marker",
+               f"{marker}", f"é{marker}{marker[1:]}{marker[1:]}", f"{marker[:-1]}Q", f"S{marker}{marker[-2:]}Q"]
+    recs = [{"step": 0, "prompt": p, "response": "r", "reward": 1.0} for p in prompts]
+    s = open_run(_write_records(tmp_path / "logs", recs), system_prompt_end=marker).samples.sort_values("line")
+    assert s.prompt.tolist() == [p[p.rfind(marker) + len(marker):] if marker in p else p for p in prompts]
+
+
+def test_after_last_is_rfind():
+    """The SQL of the cut against Python's rfind on random texts over a small alphabet (markers overlap often)."""
+    import random
+
+    import duckdb
+
+    from rlviz_widgets.run import _after_last
+
+    rng, con = random.Random(5), duckdb.connect()
+    for _ in range(300):
+        marker = "".join(rng.choice("ab\né") for _ in range(rng.randint(1, 4)))
+        texts = ["".join(rng.choice("ab\né") for _ in range(rng.randint(0, 12))) for _ in range(20)]
+        got = con.execute(f"SELECT {_after_last('t', marker)} FROM unnest(?) AS u(t)", [texts]).fetchall()
+        assert [g for (g,) in got] == [t[t.rfind(marker) + len(marker):] if marker in t else t for t in texts]
+
+
 @pytest.mark.parametrize("cap", [1, 5, 7])
 def test_max_samples_per_step_keeps_exactly_n(synth_logs, open_run, cap):
     folder, files = synth_logs(steps=3, samples_per_step=12, ranks=3)
