@@ -8,6 +8,7 @@ import hashlib
 import math
 import os
 import re
+import sys
 import threading
 import weakref
 from collections.abc import Iterable
@@ -72,13 +73,16 @@ SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql run
 
 def _binning(lo: float, hi: float, bins: int):
     """(SQL of a column's bin numbers, a function giving the lower edge of bin numbers) for ``bins`` equal bins
-    over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first: halving
-    is exact, so the bins are those the unhalved values would have."""
+    over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first; where the
+    width would underflow (subnormal values: 0 and 5e-324), they are scaled by 2**600. Either is exact, so the bins
+    are those the unscaled values would have."""
     f = 1.0 if math.isfinite(hi - lo) else 0.5
+    if hi > lo and (hi - lo) / bins < sys.float_info.min:  # all such values are < 2**-938: x 2**600 stays finite
+        f = 2.0**600
     width = (hi * f - lo * f) / bins if hi > lo else 1.0
 
     def sql(column: str) -> str:
-        value = column if f == 1.0 else f"({column} * 0.5::DOUBLE)"
+        value = column if f == 1.0 else f"({column} * {f!r}::DOUBLE)"
         return f"least(floor(({value} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
 
     return sql, lambda b: (lo * f + b * width) / f

@@ -565,6 +565,19 @@ def test_histograms_of_values_whose_range_overflows_a_double(tmp_path, open_run)
         run.reward_histogram("reward", bins=2**31)
 
 
+def test_histograms_of_values_whose_range_underflows_a_double(tmp_path, open_run):
+    """Rewards of 0, 5e-324 and 1e-323 (subnormal): the bin width was 0, every value fell in the last bin, and the
+    edges were [0, 0], the maximum outside them. Such values are scaled by a power of two first (exact)."""
+    recs = [{"step": 0, "prompt": "p", "response": "r", "reward": r} for r in (0.0, 5e-324, 1e-323)]
+    run = open_run(_write_records(tmp_path / "logs", recs))
+    h = run.reward_histogram("reward", bins=30).sort_values("bin")
+    assert h.bin.tolist() == [0, 15, 29] and h["count"].tolist() == [1, 1, 1]
+    assert h.bin_start.iloc[0] == 0.0 and h.bin_end.iloc[-1] == 1e-323
+    assert (h.bin_start <= h.bin_end).all()  # edges as doubles can hold them: a 30th of 1e-323 is not one
+    hs = run.histograms(["reward"], bins=2)
+    assert sorted(hs.bin) == [0, 1] and hs["count"].sum() == 3
+
+
 @pytest.mark.parametrize("options, error", [
     ({"steps": (30, 10)}, "the first step is after the last"),
     ({"steps": (15,)}, r"steps must be \(first, last\)"),
