@@ -11,6 +11,7 @@ import re
 import sys
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import Future
 from pathlib import Path
@@ -1118,9 +1119,11 @@ class Run:
 
     @property
     def files(self) -> pd.DataFrame:
-        """The log files read: number, path, bytes, lines read, problems, lines skipped unread (``skipped``)."""
+        """The log files read: number, path, bytes, lines read, problems (those of ``problems`` in the file, whether
+        found as a line was read or by the run across the file's parts), lines skipped unread (``skipped``)."""
+        found = Counter(p.file for p in self._all_problems())
         rows = [{"file_no": self._file_no[p], "file": p, "bytes": st.size, "lines": st.lines,
-                 "problems": len(st.problems), "skipped": st.skipped} for p, st in self._states.items()]
+                 "problems": found[p], "skipped": st.skipped} for p, st in self._states.items()]
         columns = ["file_no", "file", "bytes", "lines", "problems", "skipped"]
         return pd.DataFrame(rows, columns=columns).sort_values("file_no").reset_index(drop=True)
 

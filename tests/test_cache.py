@@ -1261,6 +1261,23 @@ def test_a_short_line_appended_is_read_on_refresh(tmp_path, open_run):
     assert set(run.problems.line) == {2, 3}
 
 
+def test_files_counts_the_problems_the_run_finds_across_parts(tmp_path, open_run):
+    """A list appended in a field of numbers is reported by the run when the numbers are in another part (a grown
+    log), by the reader when they share one (a fresh open): run.files["problems"] counted only the second."""
+    rec = lambda acc: json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "acc": acc}) + "\n"  # noqa: E731
+    log = tmp_path / "logs" / "r.jsonl"
+    log.parent.mkdir()
+    log.write_text(rec(0.5))
+    run = open_run(log.parent)
+    with open(log, "a") as f:
+        f.write(rec([1, 2]))
+    run.refresh()
+    fresh = open_run(log.parent, cache_dir=tmp_path / "fresh")
+    for r in (run, fresh):
+        assert r.problems[["line", "kind"]].values.tolist() == [[2, "wrong_type"]]
+        assert r.files["problems"].tolist() == [1]
+
+
 def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
     """Only refreshes merged parts: a growing log opened again and again (a notebook re-run, a script every few
     minutes) gained a part per open, never merged. An open reading on where the last read stopped merges too."""
