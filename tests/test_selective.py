@@ -287,6 +287,41 @@ def test_a_bad_line_then_a_skipped_one_then_one_parsed_anyway(tmp_path):
     assert sorted(part.samples.query("step == 0")["line"]) == [2, 3, 4]
 
 
+@pytest.mark.parametrize("lines, parsed_lines", [
+    # a step the bytes do not tell (1.0), then one they do: line 2 was parsed when both were in one chunk (its
+    # problem reported, its field a column), skipped when line 1 had been read before (a grown log, small chunks)
+    (['{"step": 1.0, "prompt": "p", "response": "r", "reward": 1}',
+      '{"step": 1, "prompt": "p", "response": true, "reward": 2, "acc": 0.5}'], [1, 2]),
+    # cap 2 (below): a bad line made up for by the line after the skipped one or not, by how the lines fell
+    (['{"step": 1.0, "prompt": "p", "response": "r", "reward": 1}', '{"step": 1, "prompt": "broken',
+      '{"step": 1, "prompt": "p", "response": "r", "reward": 3}', '{"step": 1, "prompt": "p", "response": "r", '
+      '"reward": 4}'], [1, 2, 3, 4]),
+])
+def test_lines_parsed_under_a_cap_do_not_depend_on_how_the_file_was_read(tmp_path, monkeypatch, lines,
+                                                                          parsed_lines):
+    """A line whose step its bytes do not tell is parsed whatever the cap, and does not count towards it: which
+    lines are parsed (so the problems reported, the columns, the lines skipped) is the same whether the file was
+    read in one chunk, in chunks of one line, or line by line as a job wrote it."""
+    cap = len(lines) // 2
+    log = tmp_path / "logs" / "r.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(line + "\n" for line in lines))
+    whole = _open(log.parent, tmp_path / "whole", max_samples_per_step=cap)
+    log.write_text("")
+    grown = _open(log.parent, tmp_path / "grown", max_samples_per_step=cap)
+    for line in lines:
+        with open(log, "a") as f:
+            f.write(line + "\n")
+        grown.refresh()
+    for name in ("CHUNK_BYTES", "FIRST_CHUNK_BYTES", "LAST_CHUNK_BYTES"):
+        monkeypatch.setattr(cachemod.linereader, name, 64)
+    small = _open(log.parent, tmp_path / "small", max_samples_per_step=cap)
+    for run in (whole, grown, small):
+        assert run.skipped_lines == len(lines) - len(parsed_lines)
+        assert sorted(run.problems.line) == sorted(whole.problems.line) and run.columns == whole.columns
+        pd.testing.assert_frame_equal(run.samples.drop(columns="sample_id"), whole.samples.drop(columns="sample_id"))
+
+
 def test_a_file_of_many_chunks_carries_its_counts_from_chunk_to_chunk(tmp_path, monkeypatch, parsed):
     for name, size in (("CHUNK_BYTES", 4000), ("FIRST_CHUNK_BYTES", 2000), ("LAST_CHUNK_BYTES", 1500)):
         monkeypatch.setattr(cachemod.linereader, name, size)

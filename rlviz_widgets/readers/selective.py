@@ -12,8 +12,10 @@ What a line that was not parsed would have held is unknown: the first ``cap`` li
 may hold fewer than ``cap`` samples (a bad line is no sample). So after the parse, a step whose
 samples before its first skipped line are too few has more lines parsed, until none are too few.
 The parts this reader writes hold every sample the run keeps, and some more (lines whose step
-the bytes do not tell are parsed as usual); the run's own filter then keeps exactly what a full
-read would. A line skipped is not checked: its problems go unreported, and their count is kept.
+the bytes do not tell are parsed as usual, and do not count towards the cap, so that what is parsed
+does not hang on how the file fell into chunks or reads); the run's own filter then keeps exactly
+what a full read would. A line skipped is not checked: its problems go unreported, and their count
+is kept.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ class FileSelection:
             rounds += 1
             table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner))
         if table is not None and table.num_rows:
-            counts = pc.value_counts(table["step"])
+            told = _told(table, steps, chunk.numbers)
+            counts = pc.value_counts(table["step"].filter(told))
             for s, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
                 self.have[s] = self.have.get(s, 0) + n
         self.skipped += int(len(keep) - np.count_nonzero(keep))
@@ -167,8 +170,9 @@ class FileSelection:
         uniq, first = np.unique(steps[skipped], return_index=True)  # first: each step's first skipped line
         before: dict[int, int] = {}
         if table is not None and table.num_rows:
-            row_steps = table["step"].to_numpy(zero_copy_only=False)
-            row_lines = table["line"].to_numpy(zero_copy_only=False)
+            told = _told(table, steps, numbers)
+            row_steps = table["step"].to_numpy(zero_copy_only=False)[told]
+            row_lines = table["line"].to_numpy(zero_copy_only=False)[told]
             k = np.searchsorted(uniq, row_steps).clip(0, len(uniq) - 1)
             mine = (uniq[k] == row_steps) & (row_lines < numbers[skipped[first]][k])
             counts = np.bincount(k[mine], minlength=len(uniq))
@@ -176,6 +180,14 @@ class FileSelection:
         missing = self._room(steps[skipped], before)
         more[skipped[_rank(steps[skipped]) < np.where(missing > 0, missing * factor, 0)]] = True
         return more
+
+
+def _told(table: pa.Table, steps: np.ndarray, numbers: np.ndarray) -> np.ndarray:
+    """Which of ``table``'s samples come from lines whose step the bytes told (``steps``, by line ``numbers``): only
+    those count towards the cap. A line whose step they do not tell is parsed whatever the cap; were its sample
+    counted, which lines after it are parsed would hang on whether it was read in the same chunk."""
+    lines = table["line"].to_numpy(zero_copy_only=False)
+    return steps[np.searchsorted(numbers, lines)] != NO_STEP
 
 
 def _rank(steps: np.ndarray) -> np.ndarray:
