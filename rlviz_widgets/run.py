@@ -345,7 +345,7 @@ class Run:
 
     # -- reading ---------------------------------------------------------------------------
     def refresh(self, _first: bool = False) -> bool:
-        """Read what was appended or added since the last read; True if anything changed."""
+        """Read what was appended or added since the last read; True if anything changed (samples or problems)."""
         reader = self._reader
         what = f"{self.format} files: {reader.file_pattern}" if reader.file_pattern else ""
         found: list[tuple[str, str, str]] = []  # what the folders hold but cannot be read
@@ -469,11 +469,11 @@ class Run:
                 self._build_views()
                 self._steps_cache = None
                 self.generation += 1
-        elif moved:
+        elif moved or new_problems:  # problems only (a new empty file): no rebuild, but news to a view
             self.generation += 1
         shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
         problemsmod.warn(shown)
-        return changed or moved
+        return changed or moved or bool(new_problems)
 
     def _cache_for(self, path: Path) -> cachemod.FileCache:
         """A file's cache: the full one (every line read), or with a cap or a step range, one of the lines they may

@@ -1278,6 +1278,23 @@ def test_files_counts_the_problems_the_run_finds_across_parts(tmp_path, open_run
         assert r.files["problems"].tolist() == [1]
 
 
+def test_refresh_says_a_new_empty_file_changed_the_problems(tmp_path, open_run):
+    """A rank that has made its file but written nothing yet: reported (empty_file), but refresh() said nothing
+    changed, so a followed view kept its old count of problems."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.jsonl").write_text(json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")
+    run = open_run(logs)
+    generation = run.generation
+    (logs / "rank1.jsonl").write_bytes(b"")
+    with pytest.warns(UserWarning, match="empty"):
+        assert run.refresh() is True
+    assert run.problems.kind.tolist() == ["empty_file"] and run.generation > generation
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run.refresh() is False  # said once
+
+
 def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
     """Only refreshes merged parts: a growing log opened again and again (a notebook re-run, a script every few
     minutes) gained a part per open, never merged. An open reading on where the last read stopped merges too."""
