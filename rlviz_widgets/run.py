@@ -372,6 +372,7 @@ class Run:
         old_pending = self._pending
         renamed = set(self._renamed())
         changed = _first
+        merged = False  # parts remade with the same records (merged): the views and their lease must follow
         # files with something to read are read under their locks (another kernel may be reading them: it is
         # waited for, and what it read is not read again)
         with self._writable_cache(), cachemod.locked([caches[i] for i in busy]):
@@ -425,6 +426,7 @@ class Run:
                 # read, but maybe only blanks: a change if it gave records or problems, or was read afresh
                 changed = (changed or old is None or (old.epoch, old.records) != (state.epoch, state.records)
                            or len(state.problems) != before)
+                merged = merged or (old is not None and old.parts != state.parts)
                 pending += p
                 if not _first:
                     new_problems += [Problem(state.path, *q) for q in state.problems[before:]]
@@ -464,7 +466,7 @@ class Run:
             new_problems += [p for p in self._listed if p not in listed]
         # an unfinished last line that appeared or went is news too (not its byte count growing: no rebuild)
         moved = {(p.file, p.line) for p in pending} != {(p.file, p.line) for p in old_pending}
-        if changed:
+        if changed or merged:
             with self._token_lock:  # new token files and the generation saying so: seen together (RunSet)
                 self._build_views()
                 self._steps_cache = None

@@ -1295,6 +1295,31 @@ def test_refresh_says_a_new_empty_file_changed_the_problems(tmp_path, open_run):
         assert run.refresh() is False  # said once
 
 
+def test_parts_merged_by_a_refresh_that_brings_no_record_stay_leased(tmp_path, open_run, monkeypatch):
+    """The newline of a last line already taken without it: the refresh reads no record, but merges the file's
+    small parts. Its Run then read the merged part without holding it (the lease is renewed with the views, and
+    nothing had changed), so another Run's merge deleted it and the first one's tokens() failed."""
+    monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)
+    rec = lambda i: json.dumps({"step": 0, "prompt": "p", "response": f"r{i}", "reward": 1.0,  # noqa: E731
+                                "response_tokens": ["a", "b"], "logprobs": [-0.5, -0.25]})
+    log = tmp_path / "logs" / "r.jsonl"
+    log.parent.mkdir()
+    log.write_text(rec(1) + "\n")
+    a = open_run(log.parent)
+    monkeypatch.setattr(cachemod, "COMPACT_BYTES", 0)  # no merge yet (as when the parts are too big to)
+    with open(log, "a") as f:
+        f.write(rec(2))  # a last line without its newline: taken
+    assert a.refresh() is True
+    monkeypatch.setattr(cachemod, "COMPACT_BYTES", 16 << 20)
+    with open(log, "a") as f:
+        f.write("\n")  # its newline: nothing new, the parts merged
+    assert a.refresh() is False
+    with open(log, "a") as f:
+        f.write(rec(3) + "\n")
+    b = open_run(log.parent)  # reads line 3 and merges again: what a reads must not go
+    assert len(a.tokens(a.samples.sample_id.tolist())) == 4 and len(b.samples) == 3
+
+
 def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
     """Only refreshes merged parts: a growing log opened again and again (a notebook re-run, a script every few
     minutes) gained a part per open, never merged. An open reading on where the last read stopped merges too."""
