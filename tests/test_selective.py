@@ -265,8 +265,9 @@ def test_a_run_of_bad_lines_costs_a_few_parses_not_one_per_line(tmp_path, monkey
     write_lines(tmp_path / "logs" / "r0.jsonl", lines)
     part = _open(tmp_path / "logs", tmp_path / "c", max_samples_per_step=2)
     assert part.samples["line"].tolist() == [101, 102]
-    assert len(calls) <= 8  # lines added 2, 2, 4, 8, ... per round (it was one round per 2 lines: 50 rounds)
-    assert part.skipped_lines == 105 - len(set().union(*calls))
+    assert len(calls) <= 9  # lines added 2, 2, 4, 8, ... per round (it was one round per 2 lines: 50 rounds),
+    # and one parse without the lines past the cap the last round took: they count as skipped, as line by line
+    assert part.skipped_lines == 3 and calls[-1] == set(range(1, 103))
 
 
 def test_a_cap_past_any_count_is_no_cap(tmp_path):
@@ -287,22 +288,28 @@ def test_a_bad_line_then_a_skipped_one_then_one_parsed_anyway(tmp_path):
     assert sorted(part.samples.query("step == 0")["line"]) == [2, 3, 4]
 
 
-@pytest.mark.parametrize("lines, parsed_lines", [
+_BROKEN = '{"step": 1, "prompt": "broken'
+_GOOD = '{"step": 1, "prompt": "p", "response": "r", "reward": 3}'
+
+
+@pytest.mark.parametrize("cap, lines, parsed_lines", [
     # a step the bytes do not tell (1.0), then one they do: line 2 was parsed when both were in one chunk (its
     # problem reported, its field a column), skipped when line 1 had been read before (a grown log, small chunks)
-    (['{"step": 1.0, "prompt": "p", "response": "r", "reward": 1}',
-      '{"step": 1, "prompt": "p", "response": true, "reward": 2, "acc": 0.5}'], [1, 2]),
-    # cap 2 (below): a bad line made up for by the line after the skipped one or not, by how the lines fell
-    (['{"step": 1.0, "prompt": "p", "response": "r", "reward": 1}', '{"step": 1, "prompt": "broken',
-      '{"step": 1, "prompt": "p", "response": "r", "reward": 3}', '{"step": 1, "prompt": "p", "response": "r", '
-      '"reward": 4}'], [1, 2, 3, 4]),
+    (1, ['{"step": 1.0, "prompt": "p", "response": "r", "reward": 1}',
+         '{"step": 1, "prompt": "p", "response": true, "reward": 2, "acc": 0.5}'], [1, 2]),
+    # a bad line made up for by the line after the skipped one or not, by how the lines fell
+    (2, ['{"step": 1.0, "prompt": "p", "response": "r", "reward": 1}', _BROKEN, _GOOD, _GOOD], [1, 2, 3, 4]),
+    # four bad lines: the rounds parsing more lines (1, 2, 4... times as many as missing) went past the first
+    # sample when the lines were in one chunk (line 6's NaN reported, line 7's field a column)
+    (1, [_BROKEN] * 4 + [_GOOD, _GOOD.replace("3}", "NaN}"), _GOOD.replace("3}", '3, "zzz": 1.5}'), _GOOD],
+     [1, 2, 3, 4, 5]),
 ])
-def test_lines_parsed_under_a_cap_do_not_depend_on_how_the_file_was_read(tmp_path, monkeypatch, lines,
+def test_lines_parsed_under_a_cap_do_not_depend_on_how_the_file_was_read(tmp_path, monkeypatch, cap, lines,
                                                                           parsed_lines):
-    """A line whose step its bytes do not tell is parsed whatever the cap, and does not count towards it: which
-    lines are parsed (so the problems reported, the columns, the lines skipped) is the same whether the file was
-    read in one chunk, in chunks of one line, or line by line as a job wrote it."""
-    cap = len(lines) // 2
+    """A line whose step its bytes do not tell is parsed whatever the cap, and does not count towards it; no line
+    of a step is parsed past its cap of samples: which lines are parsed (so the problems reported, the columns, the
+    lines skipped) is the same whether the file was read in one chunk, in chunks of one line, or line by line as a
+    job wrote it."""
     log = tmp_path / "logs" / "r.jsonl"
     log.parent.mkdir()
     log.write_text("".join(line + "\n" for line in lines))

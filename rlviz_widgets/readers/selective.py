@@ -150,6 +150,10 @@ class FileSelection:
             keep = keep | more
             rounds += 1
             table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner))
+        past = self._past_cap(table, keep, steps, chunk.numbers)
+        if past.any():  # a round took lines past a step's cap: parsed again without them, as a read line by line
+            keep = keep & ~past
+            table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner)) if keep.any() else (None, [])
         if table is not None and table.num_rows:
             told = _told(table, steps, chunk.numbers)
             counts = pc.value_counts(table["step"].filter(told))
@@ -157,6 +161,28 @@ class FileSelection:
                 self.have[s] = self.have.get(s, 0) + n
         self.skipped += int(len(keep) - np.count_nonzero(keep))
         return table, problems
+
+    def _past_cap(self, table: pa.Table | None, keep: np.ndarray, steps: np.ndarray,
+                  numbers: np.ndarray) -> np.ndarray:
+        """The lines kept, of a step told by their bytes, that its samples before them (read before, and of told
+        lines kept before them) already fill: a read line by line would have skipped them."""
+        past = np.zeros(len(keep), dtype=bool)
+        at = np.flatnonzero(keep & (steps != NO_STEP))
+        if self.owner.cap is None or not len(at):
+            return past
+        n = np.zeros(len(at), dtype=np.int64)  # each line's samples
+        if table is not None and table.num_rows:
+            lines, counts = np.unique(table["line"].to_numpy(zero_copy_only=False), return_counts=True)
+            i = np.searchsorted(lines, numbers[at]).clip(0, len(lines) - 1)
+            n = np.where(lines[i] == numbers[at], counts[i], 0)
+        s = steps[at]
+        order = np.argsort(s, kind="stable")
+        ss, nn = s[order], n[order]
+        before = np.cumsum(nn) - nn  # samples before each line, over all steps
+        first = np.r_[True, ss[1:] != ss[:-1]]
+        before -= before[first][np.cumsum(first) - 1]  # ... of its own step
+        past[at[order[before >= self._room(ss)]]] = True
+        return past
 
     def _short(self, table: pa.Table | None, keep: np.ndarray, steps: np.ndarray, numbers: np.ndarray,
                factor: int) -> np.ndarray:
