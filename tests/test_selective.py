@@ -20,8 +20,8 @@ from rlviz_widgets.readers.linesteps import NO_STEP, line_steps
 from rlviz_widgets.synth import make_record
 
 
-def steps_of(lines: list[str], key: str = "step") -> list:
-    out = line_steps(pa.array([line + "\n" for line in lines], pa.large_string()), key)
+def steps_of(lines: list[str], key: str = "step", **options) -> list:
+    out = line_steps(pa.array([line + "\n" for line in lines], pa.large_string()), key, **options)
     return [None if s == NO_STEP else int(s) for s in out]
 
 
@@ -88,7 +88,7 @@ def _same_as_a_full_read(source, tmp_path, **options):
     """(the run opened with the options on a fresh cache, the same options over a cache of every line)."""
     k = len(list(tmp_path.glob("cache*")))
     part = _open(source, tmp_path / f"cache{k}", **options)
-    _open(source, tmp_path / f"cache{k + 1}")
+    _open(source, tmp_path / f"cache{k + 1}", **{o: options[o] for o in ("format",) if o in options})
     full = _open(source, tmp_path / f"cache{k + 1}", **options)
     assert full.skipped_lines == 0
     key = ["step", "line", "file"]
@@ -239,6 +239,28 @@ def test_no_step_key_in_some_lines_of_a_named_step_file(tmp_path):
     part, _ = _same_as_a_full_read(tmp_path / "logs", tmp_path, format="columns", max_samples_per_step=2)
     assert part.steps["samples"].tolist() == [2, 1]
     assert np.array_equal(part.step_values, [3, 9])
+
+
+def test_a_named_step_files_lines_without_a_step_are_capped_alike_however_read(tmp_path):
+    """verl: a line without "step" takes the file name's. It counted as of that step only when no line of its chunk
+    named a step (a line appended alone); read with others, it was parsed as of no known step and a later line of
+    the step was parsed too (its problem reported), so a grown log and a fresh open differed."""
+    lines = [json.dumps({"input": "a", "output": "b", "score": 1.0, "step": 35}),
+             json.dumps({"input": "a", "output": "b", "score": 2.0}),
+             json.dumps({"output": "b", "score": 3.0, "step": 35})]
+    log = tmp_path / "logs" / "35.jsonl"
+    write_lines(log, lines)
+    fresh = _open(log.parent, tmp_path / "fresh", format="verl", max_samples_per_step=2)
+    write_lines(log, lines[:1])
+    grown = _open(log.parent, tmp_path / "grown", format="verl", max_samples_per_step=2)
+    for line in lines[1:]:
+        with open(log, "a") as f:
+            f.write(line + "\n")
+        grown.refresh()
+    for run in (fresh, grown):
+        assert sorted(run.samples.line) == [1, 2] and run.skipped_lines == 1 and len(run.problems) == 0
+    assert steps_of(['{"a": 1}', '{"a": "step"}', '{"step": 2.0}', '{"s\\u0074ep": 2}'], no_key=-1) == \
+        [-1, -1, None, None]
 
 
 def test_a_last_line_without_its_newline(tmp_path):

@@ -33,8 +33,10 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # a JSON string (escapes incl
 _INT = re.compile(rb"[ \t\r]*(-?(?:0|[1-9][0-9]{0,17}))[ \t\r]*[,}]")
 
 
-def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray | None = None) -> np.ndarray:
-    """Per line of ``lines`` (a large_string array), its step (``key``'s value), or ``NO_STEP``.
+def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray | None = None,
+               no_key: int = NO_STEP) -> np.ndarray:
+    """Per line of ``lines`` (a large_string array), its step (``key``'s value), or ``NO_STEP``; ``no_key`` for the
+    lines that surely lack the key (no key in any spelling ends as it does).
 
     ``colons``: the positions of every ':' in the lines' data buffer, when already known.
     """
@@ -48,6 +50,7 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     q = close - len(pattern) + 1  # where the key would open, if it is ``key``
     mine = q >= 1
     mine[mine] = equal_at(data, q[mine], pattern)
+    spelled = mine.copy()  # its bytes end a string before a colon: the key, or maybe (in a string) not
     before = data[np.maximum(q, 1) - 1]
     mine &= (before == BRACE) | (before == COMMA) | blank(before)
     where = np.searchsorted(starts, close, side="right") - 1
@@ -55,6 +58,8 @@ def line_steps(lines: pa.Array | pa.ChunkedArray, key: str, colons: np.ndarray |
     escaped = np.flatnonzero(~mine)[escaped]
     count = np.bincount(where[mine], minlength=len(starts))
     respelled = np.bincount(where[escaped], minlength=len(starts))
+    if no_key != NO_STEP:
+        out[np.bincount(where[spelled], minlength=len(starts)) + respelled == 0] = no_key
     q, c, line = q[mine], c[mine], where[mine]
     once = (count[line] == 1) & (respelled[line] == 0)  # the key once, and no key that may be it spelled otherwise
     q, c, line = q[once], c[once], line[once]

@@ -29,9 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..lines import Chunk
-from .jsonkeys import candidate_keys, lines_buffer
+from .jsonkeys import lines_buffer
 from .linesteps import NO_STEP, line_steps
 from .rlb import RLBReader
+
+NO_KEY = NO_STEP + 1  # ``line_steps``'s mark of a line without the step key (told apart from the file name's step)
 
 
 class SelectiveReader:
@@ -62,7 +64,7 @@ class SelectiveReader:
     def prepare(self, chunk: Chunk) -> None:
         """Each line's step, early (in the reading thread). The reader's own early work (keys, odd lines) is left
         for the lines kept: most of a chunk may be skipped."""
-        chunk.steps = line_steps(chunk.lines, self.key, chunk.found)
+        chunk.steps = line_steps(chunk.lines, self.key, chunk.found, no_key=NO_KEY)
 
     def for_file(self, path: str | os.PathLike) -> FileSelection:
         return FileSelection(self, self.reader.for_file(path))
@@ -112,12 +114,9 @@ class FileSelection:
         owner = self.owner
         steps = chunk.steps
         if steps is None:  # a chunk nobody prepared (the last line, without its newline)
-            steps = line_steps(chunk.lines, owner.key)
-        if self.file_step is not None:
-            # no line of the chunk names a step (a key in any spelling): each is of the file name's step
-            keys = chunk.keys if chunk.keys is not None else candidate_keys(chunk.lines, chunk.found)
-            if owner.key not in keys:
-                steps = np.full(len(steps), self.file_step, dtype=np.int64)
+            steps = line_steps(chunk.lines, owner.key, no_key=NO_KEY)
+        # a line that names no step (the key in no spelling) is of the file name's step, if it gives one
+        steps = np.where(steps == NO_KEY, NO_STEP if self.file_step is None else self.file_step, steps)
         known = steps != NO_STEP
         inside = owner.inside(steps)
         keep = ~known
