@@ -52,7 +52,8 @@ from .token_store import TOKEN_COLUMNS
 # token list counted as 0 tokens, a token value past float32 reported as such; 23: a list or object in a field
 # of numbers or text reported; 24: ... also where another part holds the numbers or text (``listed_column``), a
 # key written twice reported, NeMo token rows in a batch of two said to be read from the first, NeMo messages
-# that are not text reported; 25: a capped read's counts per step leave out lines whose step the bytes do not tell
+# that are not text reported; 25: a capped read's counts per step leave out lines whose step the bytes do not tell,
+# columns= takes no step from a file name's rank (or shard...) number
 CACHE_VERSION = 25
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096

@@ -164,6 +164,8 @@ def _same_step_files(files: list[Path], reader) -> list[Problem]:
     first: dict[str, Path] = {}
     out = []
     for f in files:
+        if reader.name_step(f.name) is None:  # not a name that gives a step (columns=: a rank's file)
+            continue
         other = first.setdefault(f.name, f)
         if other is not f:
             out.append(Problem(str(f), 0, "same_step_file", f"named as {other}: the samples of both are read as the "

@@ -202,6 +202,21 @@ def test_columns_mapping_on_any_jsonl(tmp_path, cache_dir):
         _open(tmp_path / "mine", cache_dir, columns={"rewardz": "score"})
 
 
+@pytest.mark.parametrize("name, step", [("rollouts_120.jsonl", 120), ("7.jsonl", 7), ("iter-3.jsonl", 3),
+                                        ("rollout_rank3.jsonl", None), ("shard_02.jsonl", None),
+                                        ("dump_step4_rank1.jsonl", 4), ("gpu1.jsonl", None), ("dump.jsonl", None)])
+def test_columns_takes_a_file_names_number_as_the_step_unless_it_names_a_rank(tmp_path, cache_dir, name, step):
+    """Records without a step: the number ending the file name is their step, unless a word before it says it counts
+    ranks, shards, parts...: rollout_rank3.jsonl (the README's own naming) put every record at step 3, silently."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / name).write_text(json.dumps({"question": "q", "answer": "a", "score": 1.0}) + "\n")
+    run = _open(tmp_path / "d", cache_dir, columns={"prompt": "question", "response": "answer", "reward": "score"})
+    if step is None:
+        assert run.n_samples == 0 and run.problems.kind.tolist() == ["missing_step"]
+    else:
+        assert run.step_values == [step] and len(run.problems) == 0
+
+
 def test_columns_override_a_detected_format(tmp_path, cache_dir):
     recs = write_verl(tmp_path / "rollout", steps=(1,))
     run = _open(tmp_path / "rollout", cache_dir, columns={"ground_truth": "pred"})

@@ -149,11 +149,13 @@ class RLBReader:
     def for_file(self, path) -> RLBReader:
         """This reader bound to one file (the step its name gives, if the format has one)."""
         bound = copy.copy(self)
-        bound.file_step = None
-        if self.step_pattern:
-            m = re.search(self.step_pattern, Path(path).name)
-            bound.file_step = int(m.group(1)) if m else None
+        bound.file_step = self.name_step(Path(path).name)
         return bound
+
+    def name_step(self, name: str) -> int | None:
+        """The step a file's name gives (``step_pattern``'s first group that matched), if any."""
+        m = re.search(self.step_pattern, name) if self.step_pattern else None
+        return next((int(g) for g in m.groups() if g is not None), None) if m else None
 
     def accepts(self, path) -> bool:
         """Whether a file found in a folder belongs to this format."""
