@@ -87,12 +87,23 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
                     _report(problems, _shown(path), "unreadable_file", NOT_UTF8)
                 elif os.path.isfile(path):
                     out.append(Path(path).resolve())
+                elif (why := _not_a_file(path)) is not None:
+                    _report(problems, _shown(path), "unreadable_file", why)
             elif name.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
                 _report(problems, _shown(path), "compressed_file", COMPRESSED_LOG)
     return sorted(set(out))
 
 
 NOT_UTF8 = "the path is not UTF-8: rename it to read the file"
+
+
+def _not_a_file(path: str) -> str | None:
+    """Why a log's path that is no regular file cannot be read (None: a folder, read as one)."""
+    if not os.path.exists(path):
+        return "a link to nothing (a drive not mounted? a file deleted?): not read"
+    if not os.path.isdir(path):
+        return "not a regular file (a pipe or a device?): not read"
+    return None
 COMPRESSED_LOG = "a compressed log is not read: decompress it to read it"
 
 
@@ -143,7 +154,11 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
             raise NoLogsError(f"the log path is not UTF-8: {_shown(path)} (rename it to read it)")
         return [path.resolve()]
     if glob.has_magic(item):
-        matches = [p for p in glob.glob(os.path.expanduser(item), recursive=True) if os.path.isfile(p)]
+        found = glob.glob(os.path.expanduser(item), recursive=True)
+        matches = [p for p in found if os.path.isfile(p)]
+        for p in found:
+            if p.endswith(suffixes) and not os.path.isfile(p) and (why := _not_a_file(p)) is not None:
+                _report(problems, _shown(p), "unreadable_file", why)
         files = []
         for p in matches:
             if not _utf8(p):

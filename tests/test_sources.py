@@ -224,6 +224,20 @@ def test_what_a_folder_holds_but_cannot_be_read_is_reported(tmp_path, open_run):
         open_run(bad.decode(errors="surrogateescape"))
 
 
+def test_a_dangling_link_or_a_pipe_among_the_logs_is_said(tmp_path, open_run):
+    """A rank's log linked from a drive not mounted (a link to nothing) or a FIFO named *.jsonl: a folder passed
+    over them in silence (named directly, each was an error)."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "rank0.jsonl", records(0, 2))
+    os.symlink(tmp_path / "gone" / "rank1.jsonl", logs / "rank1.jsonl")
+    os.mkfifo(logs / "rank2.jsonl")
+    for source in (logs, str(logs / "rank*.jsonl")):
+        run = open_run(source)
+        assert len(run.samples) == 2
+        assert kinds(run) == [("rank1.jsonl", "unreadable_file"), ("rank2.jsonl", "unreadable_file")]
+        assert "a link to nothing" in run.problems.message[0] and "a pipe" in run.problems.message[1]
+
+
 def test_a_log_that_cannot_be_read_is_left_out_and_said_so(tmp_path, open_run, monkeypatch):
     """A log file the user may not read (another user's, mode 000) failed the whole open with an error blaming the
     cache dir. It is now left out and reported (or, read before, keeps what was read); if no file can be read at
