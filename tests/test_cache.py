@@ -1320,6 +1320,23 @@ def test_parts_merged_by_a_refresh_that_brings_no_record_stay_leased(tmp_path, o
     assert len(a.tokens(a.samples.sample_id.tolist())) == 4 and len(b.samples) == 3
 
 
+def test_refresh_sees_a_problem_another_run_read_first_in_its_place(tmp_path, open_run):
+    """A file with no record: empty, then one bad line that another Run reads first. This one's refresh compared
+    the number of problems only (1 and 1): it said nothing changed and warned of nothing, though its problem was
+    another."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.jsonl").write_text(json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")
+    (logs / "rank1.jsonl").write_bytes(b"")
+    a = open_run(logs)
+    assert a.problems.kind.tolist() == ["empty_file"]
+    (logs / "rank1.jsonl").write_text("not json\n")
+    open_run(logs)  # another kernel reads it first
+    with pytest.warns(UserWarning, match="malformed"):
+        assert a.refresh() is True
+    assert a.problems.kind.tolist() == ["malformed_json"]
+
+
 def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
     """Only refreshes merged parts: a growing log opened again and again (a notebook re-run, a script every few
     minutes) gained a part per open, never merged. An open reading on where the last read stopped merges too."""
