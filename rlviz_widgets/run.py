@@ -435,8 +435,8 @@ class Run:
             else:
                 # nothing left to read: yet another Run (another kernel) may have read new lines or problems
                 old = self._states.get(str(c.path))
-                if old is not None and (old.parts != state.parts or old.epoch != state.epoch
-                                        or old.problems != state.problems):  # (another problem in the place of one)
+                # (problems compared whole: another problem may stand in the place of one)
+                if old is not None and (old.parts != state.parts or old.problems != state.problems):
                     changed = True
                     seen = len(old.problems) if old.epoch == state.epoch else 0
                     new_problems += [Problem(state.path, *q) for q in state.problems[seen:]]
