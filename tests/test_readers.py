@@ -204,7 +204,8 @@ def test_columns_mapping_on_any_jsonl(tmp_path, cache_dir):
 
 @pytest.mark.parametrize("name, step", [("rollouts_120.jsonl", 120), ("7.jsonl", 7), ("iter-3.jsonl", 3),
                                         ("rollout_rank3.jsonl", None), ("shard_02.jsonl", None),
-                                        ("dump_step4_rank1.jsonl", 4), ("gpu1.jsonl", None), ("dump.jsonl", None)])
+                                        ("dump_step4_rank1.jsonl", 4), ("gpu1.jsonl", None), ("dump.jsonl", None),
+                                        ("rank 3.jsonl", None), ("run-2024-05-01.jsonl", None), ("step 5.jsonl", 5)])
 def test_columns_takes_a_file_names_number_as_the_step_unless_it_names_a_rank(tmp_path, cache_dir, name, step):
     """Records without a step: the number ending the file name is their step, unless a word before it says it counts
     ranks, shards, parts...: rollout_rank3.jsonl (the README's own naming) put every record at step 3, silently."""

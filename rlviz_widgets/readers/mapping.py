@@ -17,5 +17,6 @@ class ColumnsReader(RLBReader):
     name = "columns"
     # "step" and a number; else the number ending the name, unless it counts ranks, shards, parts... (one file per
     # data-parallel rank is the common layout: its number is no step)
-    step_pattern = (r"(?i)step[_-]?(\d+)|^(?!.*(?:rank|shard|part|worker|proc|node|device|(?:^|[^a-z])(?:gpu|dp|tp|pp|"
-                    r"host))[_-]?\d+\.jsonl$).*?(\d+)\.jsonl$")
+    # (nor a date's day: run-2024-05-01.jsonl)
+    step_pattern = (r"(?i)step[ _-]?(\d+)|^(?!.*(?:rank|shard|part|worker|proc|node|device|(?:^|[^a-z])(?:gpu|dp|tp|pp|"
+                    r"host))[ _-]?\d+\.jsonl$)(?!.*\d{4}[-_.]\d\d[-_.]\d\d\.jsonl$).*?(\d+)\.jsonl$")
