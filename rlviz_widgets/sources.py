@@ -95,6 +95,7 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
 
 
 NOT_UTF8 = "the path is not UTF-8: rename it to read the file"
+COMPRESSED_LOG = "a compressed log is not read: decompress it to read it"
 
 
 def _not_a_file(path: str) -> str | None:
@@ -104,7 +105,6 @@ def _not_a_file(path: str) -> str | None:
     if not os.path.isdir(path):
         return "not a regular file (a pipe or a device?): not read"
     return None
-COMPRESSED_LOG = "a compressed log is not read: decompress it to read it"
 
 
 def _report(problems: list | None, path: str, kind: str, message: str) -> None:
@@ -154,10 +154,11 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
             raise NoLogsError(f"the log path is not UTF-8: {_shown(path)} (rename it to read it)")
         return [path.resolve()]
     if glob.has_magic(item):
-        found = glob.glob(os.path.expanduser(item), recursive=True)
-        matches = [p for p in found if os.path.isfile(p)]
-        for p in found:
-            if p.endswith(suffixes) and not os.path.isfile(p) and (why := _not_a_file(p)) is not None:
+        matches = []
+        for p in glob.glob(os.path.expanduser(item), recursive=True):
+            if os.path.isfile(p):
+                matches.append(p)
+            elif p.endswith(suffixes) and (why := _not_a_file(p)) is not None:
                 _report(problems, _shown(p), "unreadable_file", why)
         files = []
         for p in matches:

@@ -16,7 +16,6 @@ from .rlb import RLBReader
 class ColumnsReader(RLBReader):
     name = "columns"
     # "step" and a number; else the number ending the name, unless it counts ranks, shards, parts... (one file per
-    # data-parallel rank is the common layout: its number is no step)
-    # (nor a date's day: run-2024-05-01.jsonl)
+    # data-parallel rank is the common layout: its number is no step) or is a date's day (run-2024-05-01.jsonl)
     step_pattern = (r"(?i)step[ _-]?(\d+)|^(?!.*(?:rank|shard|part|worker|proc|node|device|(?:^|[^a-z])(?:gpu|dp|tp|pp|"
                     r"host))[ _-]?\d+\.jsonl$)(?!.*\d{4}[-_.]\d\d[-_.]\d\d\.jsonl$).*?(\d+)\.jsonl$")

@@ -149,8 +149,10 @@ class FileSelection:
             keep = keep | more
             rounds += 1
             table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner))
-        past = self._past_cap(table, keep, steps, chunk.numbers)
-        if past.any():  # a round took lines past a step's cap: parsed again without them, as a read line by line
+        # the rounds may take lines past a step's cap (``select`` alone never does): parsed again without them, as a
+        # read line by line
+        past = self._past_cap(table, keep, steps, chunk.numbers) if rounds else None
+        if past is not None and past.any():
             keep = keep & ~past
             table, problems = self.inner.parse(con, _subset(chunk, keep, self.inner)) if keep.any() else (None, [])
         if table is not None and table.num_rows:
