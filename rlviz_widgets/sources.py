@@ -52,7 +52,27 @@ def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] 
     for item in items:
         for path in _resolve_one(os.fspath(item), suffixes, accepts, what, problems):
             found[path] = None
-    return sorted(found)
+    return _one_path_per_file(sorted(found), problems)
+
+
+def _one_path_per_file(paths: list[Path], problems: list | None) -> list[Path]:
+    """``paths`` less those that reach a file already named (hard links: a resolved path does not tell them
+    apart), each said in ``problems``: its samples would be read twice."""
+    out, first = [], {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:  # gone since it was listed: left for the read to report
+            out.append(path)
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in first:
+            _report(problems, _shown(path), "same_file",
+                    f"the same file as {_shown(first[key])} (a hard link): its samples are read once, from there")
+        else:
+            first[key] = path
+            out.append(path)
+    return out
 
 
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")

@@ -195,6 +195,25 @@ def test_links_to_folders_are_followed_and_a_link_loop_ends(tmp_path, open_run):
     assert len(run.samples) == 5 and len(run.files) == 2
 
 
+def test_a_file_reached_by_two_hard_links_is_read_once(tmp_path, open_run):
+    """A rank file hard-linked into a second folder (``cp -l`` of a run's logs) was read twice, every sample of it
+    doubled: files were told apart by their resolved path only. The file is read once, by the first of its paths,
+    and the other is said."""
+    logs = tmp_path / "logs"
+    write_lines(logs / "a" / "rank0.jsonl", records(0, 2))
+    write_lines(logs / "a" / "rank1.jsonl", records(0, 3, seed=2))
+    os.makedirs(logs / "b")
+    os.link(logs / "a" / "rank0.jsonl", logs / "b" / "rank0.jsonl")
+    for source in (logs, [logs / "a", logs / "b" / "rank0.jsonl"], str(logs / "*" / "rank0.jsonl")):
+        run = open_run(source)
+        assert len(run.samples) == (5 if not isinstance(source, str) else 2)
+        assert sorted(set(run.samples["file"])) == sorted({str((logs / "a" / "rank0.jsonl").resolve())} | (
+            set() if isinstance(source, str) else {str((logs / "a" / "rank1.jsonl").resolve())}))
+        assert kinds(run) == [("rank0.jsonl", "same_file")]
+        assert run.problems["file"][0].endswith(os.path.join("b", "rank0.jsonl"))
+        assert "the same file as " + str((logs / "a" / "rank0.jsonl").resolve()) in run.problems["message"][0]
+
+
 def test_what_a_folder_holds_but_cannot_be_read_is_reported(tmp_path, open_run):
     """A file name that is not UTF-8 crashed the whole open (UnicodeEncodeError, the file not named); a gzipped log
     was passed over in silence. Each is now a problem of its own, and the other files are read."""
