@@ -895,7 +895,12 @@ class Run:
         return "_nums"
 
     def reward_histogram(self, column: str = "reward", bins: int = 30, where: str = "") -> pd.DataFrame:
-        """Counts per (step, bin) on one set of bin edges shared by every step."""
+        """Counts per (step, bin) on one set of bin edges shared by every step.
+
+        The edges span the column's finite values over the whole run: ``where`` filters what is counted, not the
+        edges, so a filtered histogram lines up bin for bin with the unfiltered one (``histograms`` instead
+        spans what its ``where`` keeps).
+        """
         if column not in self.columns:
             raise KeyError(f"no column {column!r} in samples; columns: {', '.join(self.columns)}")
         bins = _bin_count(bins)
@@ -918,9 +923,10 @@ class Run:
                    max_steps: int | None = None, by: tuple[str, ...] = ()) -> pd.DataFrame:
         """Long-form counts per (column, step, bin) with ONE edge set shared by the given columns.
 
-        Columns on one edge set can be overlaid (reward vs ref_reward). With ``max_steps``, steps are
-        grouped into at most that many buckets (each named by its first step), so the result stays
-        small however long the run.
+        Columns on one edge set can be overlaid (reward vs ref_reward). The edges span the finite values that
+        ``where`` keeps (the bins zoom in on a selection; ``reward_histogram`` keeps the whole run's). With
+        ``max_steps``, steps are grouped into at most that many buckets (each named by its first step), so the
+        result stays small however long the run.
         """
         columns = [columns] if isinstance(columns, str) else list(columns)
         unknown = [c for c in columns if c not in self.columns and c not in RESERVED]

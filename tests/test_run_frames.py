@@ -386,6 +386,24 @@ def test_step_range(synth_logs, open_run):
     assert sorted(h["step"].unique()) == [20, 30, 40] and h["count"].sum() == 9
 
 
+def test_a_filtered_histogram_keeps_or_zooms_its_edges_as_documented(synth):
+    """``reward_histogram(where=)`` counts the kept rows on the whole run's edges (it lines up with the unfiltered
+    one); ``histograms(where=)`` spans what its filter keeps."""
+    run, _, _ = synth
+    vals = run.samples["reward"]
+    cut = float(vals.median())
+    kept = vals[vals > cut]
+    whole, filtered = run.reward_histogram(bins=6), run.reward_histogram(bins=6, where=f"reward > {cut!r}")
+    assert filtered["count"].sum() == len(kept)
+    edges = dict(zip(whole["bin"], whole["bin_start"]))
+    assert all(edges.get(b, s) == s for b, s in zip(filtered["bin"], filtered["bin_start"]))
+    assert filtered["bin_end"].max() == pytest.approx(vals.max())
+    zoomed = run.histograms(["reward"], bins=6, where=f"reward > {cut!r}")
+    assert zoomed["count"].sum() == len(kept)
+    assert zoomed["bin_start"].min() == pytest.approx(kept.min())
+    assert zoomed["bin_end"].max() == pytest.approx(kept.max())
+
+
 def test_histograms_of_a_text_column_or_fractional_bins_say_so(poem_run):
     run, _ = poem_run
     for call in (lambda: run.reward_histogram("prompt"), lambda: run.histograms(["reward", "response"])):
