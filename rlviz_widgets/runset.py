@@ -98,9 +98,7 @@ class RunSet(Run):
         if failed:
             name, e = failed[0]
             others = f"; {len(failed) - 1} more run(s) failed too" if len(failed) > 1 else ""
-            if hasattr(e, "add_note"):  # Python 3.11+
-                e.add_note(f"(refreshing run {name!r} of the set; the other runs were refreshed{others})")
-            raise e
+            raise _naming(e, f"(refreshing run {name!r} of the set; the other runs were refreshed{others})")
         return synced or changed
 
     def _sync(self) -> bool:
@@ -221,3 +219,15 @@ class RunSet(Run):
 
     def summary(self) -> str:
         return "\n".join(f"[{name}] " + r.summary() for name, r in self.runs.items())
+
+
+def _naming(e: BaseException, text: str) -> BaseException:
+    """``e`` itself (its type and fields kept, for whoever catches it) with ``text`` added to its message: a note
+    alone is not in ``str(e)``, nor on Python 3.10."""
+    if isinstance(e, OSError) and e.strerror:
+        e.strerror = f"{e.strerror} {text}"  # what str() of an OSError shows
+    elif e.args and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]} {text}", *e.args[1:])
+    elif hasattr(e, "add_note"):  # Python 3.11+
+        e.add_note(text)
+    return e
