@@ -89,6 +89,50 @@ def _binning(lo: float, hi: float, bins: int):
     return sql, lambda b: (lo * f + b * width) / f
 
 
+def _without_comments(sql: str) -> str:
+    """``sql`` with its comments (``-- ...``, nested ``/* ... */``) blanked out; quoted text and names kept."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":  # a string or a quoted name: to its closing quote (a doubled quote stays inside)
+            j = i + 1
+            while j < n and not (sql[j] == c and sql[j + 1:j + 2] != c):
+                j += 2 if sql[j] == c else 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif sql.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if sql.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif sql.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append(" ")
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _explained(statement: str) -> str:
+    """The statement an EXPLAIN statement explains (and, with ANALYZE, runs): after ``EXPLAIN``, its ``ANALYZE``
+    and its options in parentheses, in any order, comments anywhere."""
+    text = re.sub(r"^\s*explain\b", "", _without_comments(statement), flags=re.IGNORECASE)
+    while True:
+        rest = re.sub(r"^\s*(?:analy[sz]e\b|\((?:[^()'\"]|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")*\))", "", text,
+                      flags=re.IGNORECASE)
+        if rest == text:
+            return text
+        text = rest
+
+
 def _number(x) -> float | None:
     """``x`` as a float if it is a number (numpy's, Decimal, Fraction...), else None (text and booleans are not)."""
     if isinstance(x, (str, bytes, bool, np.bool_)):
@@ -222,6 +266,9 @@ def _connect() -> duckdb.DuckDBPyConnection:
     db = duckdb.connect()  # private, in memory: views and the numeric table live here
     # Parquet footers parsed once, not on every page request (cache parts never change in place)
     db.execute("SET GLOBAL parquet_metadata_cache = true")
+    # no setting changes after this one: run.sql's CALL and PRAGMA could otherwise turn on DuckDB's logging or
+    # profiling to a file (into the log folder), or change the run's threads or memory under it
+    db.execute("SET lock_configuration = true")
     return db
 
 
@@ -1109,9 +1156,11 @@ class Run:
             statements = cur.extract_statements(query)
             kinds = [st.type.name for st in statements]
             for st in statements:
-                inner = re.match(r"\s*explain\s+(?:analy[sz]e\s+)?(.*)", st.query, re.IGNORECASE | re.DOTALL)
-                if st.type.name == "EXPLAIN" and inner:
-                    kinds += [t.type.name for t in cur.extract_statements(inner.group(1))]
+                if st.type.name == "EXPLAIN":
+                    try:
+                        kinds += [t.type.name for t in cur.extract_statements(_explained(st.query))]
+                    except duckdb.Error:  # what it would run cannot be told: not run
+                        kinds.append("EXPLAIN of a statement that cannot be told")
         return kinds
 
     @property

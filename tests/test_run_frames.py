@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -655,6 +656,35 @@ def test_histogram_columns_and_sql_statements_are_checked(tmp_path, open_run):
     assert len(run.sql("EXPLAIN SELECT * FROM samples")) > 0 and len(run.sql("EXPLAIN ANALYZE SELECT 1")) > 0
     assert run.sql("PIVOT samples ON step USING count(*)").shape[0] == 1  # a MULTI statement to DuckDB
     assert "reward" in run.sql("CALL pragma_table_info('samples')")["name"].tolist()
+
+
+def test_sql_cannot_write_into_the_log_folder_by_a_comment_or_a_setting(tmp_path, open_run):
+    """A comment before EXPLAIN ANALYZE hid the statement it runs from the guard (a COPY wrote into the log folder,
+    a DROP VIEW broke the run); a CALL of enable_logging made DuckDB write its log there on every later query."""
+    import hashlib
+
+    logs = _write_records(tmp_path / "logs", [{"step": 0, "prompt": "p", "response": "r", "reward": 1.0}])
+
+    def folder() -> dict:
+        return {p.name: hashlib.sha1(p.read_bytes()).hexdigest() for p in logs.rglob("*") if p.is_file()}
+
+    before = folder()
+    run = open_run(logs)
+    for query in (f"/* note */ EXPLAIN ANALYZE COPY samples TO '{logs}/a.csv'",
+                  f"-- note\nEXPLAIN ANALYZE COPY samples TO '{logs}/b.csv'",
+                  f"EXPLAIN /* x */ ANALYZE COPY samples TO '{logs}/c.csv'",
+                  f"EXPLAIN (ANALYZE) COPY samples TO '{logs}/d.csv'",
+                  f"EXPLAIN (FORMAT json, ANALYZE) COPY samples TO '{logs}/e.csv'",
+                  "/* a /* nested */ comment */ EXPLAIN ANALYZE DROP VIEW samples"):
+        with pytest.raises(ValueError, match="not (COPY|DROP) statements"):
+            run.sql(query)
+    with pytest.raises(duckdb.Error, match="configuration"):
+        run.sql(f"CALL enable_logging(storage='file', storage_path='{logs}')")
+    with pytest.raises(duckdb.Error, match="configuration"):
+        run.sql(f"SELECT * FROM enable_logging(storage='file', storage_path='{logs}')")
+    assert run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1] and len(run.samples) == 1
+    assert len(run.sql("/* plan */ EXPLAIN ANALYZE SELECT '--' AS a, 'it''s /* not */ a comment' AS b")) > 0
+    assert folder() == before
 
 
 def test_lenient_option_values_that_mean_one_thing(synth_logs, open_run):
