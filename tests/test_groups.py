@@ -101,6 +101,19 @@ def test_group_index_repeating_across_steps_gives_one_group_per_step(tmp_path, o
     assert view.group_detail.value.count("rlv-group-card") == 3 and "1:0" in view.group_detail.value
 
 
+def test_prompt_idx_names_the_group_in_any_log(tmp_path, open_run):
+    """The README names ``prompt_idx`` among the group ids, but only open-instruct's reader read it: an RL Logging
+    Board log with ``prompt_idx`` was grouped by prompt (four samples of one prompt, two prompt_idx, one group).
+    It names the group now, and stays a column of its own too."""
+    recs = [{"step": 0, "prompt": "same prompt", "response": f"r{k}", "reward": float(k), "prompt_idx": k // 2}
+            for k in range(4)]
+    _write_jsonl(tmp_path / "logs" / "rollouts.jsonl", recs)
+    run = open_run(tmp_path / "logs")
+    g = groups.groups(run)
+    assert g["group"].tolist() == ["0:0", "0:1"] and g["size"].tolist() == [2, 2]
+    assert run.samples.sort_values("line")["prompt_idx"].tolist() == [0, 0, 1, 1]
+
+
 def test_mapped_group_id_repeating_across_steps(tmp_path, open_run):
     recs = [{"iteration": it, "question": "what is 17?", "completion": f"it{it} #{k}", "score": sc, "qid": "q17"}
             for it, scores in ((1, [1.0, 1.0]), (2, [0.0, 1.0])) for k, sc in enumerate(scores)]

@@ -133,7 +133,8 @@ class RLBReader:
     suffixes = (".jsonl",)
     file_pattern: str | None = None  # names a folder's files must match (None: every *.jsonl)
     step_pattern: str | None = None  # the step in a file's name, for records without one
-    group_keys = ("uid", "group_index", "group_id")  # first present names the GRPO group
+    group_keys = ("uid", "group_index", "group_id", "prompt_idx")  # first present names the GRPO group
+    kept_group_keys = ("prompt_idx",)  # group keys that stay custom columns too (an index users sort by)
     text_steps = False  # whether the format writes steps as strings ("12": read, not reported)
     token_ids = False  # whether the format logs token ids (spelled with ``tokenizer``), not token strings
     tokens_required = False  # whether the response is read from the tokens (a record without them is reported)
@@ -188,7 +189,7 @@ class RLBReader:
         schema.update({k: "JSON" for k in groups})
         ex["group_id"] = json_text(f"coalesce({', '.join(f'r.{_q(k)}' for k in groups)})") if groups else \
             "NULL::VARCHAR"
-        used |= set(self.group_keys) | set(groups)
+        used |= (set(self.group_keys) | set(groups)) - set(self.kept_group_keys)
         return schema, ex, used
 
     def step_key(self) -> str | None:
