@@ -937,7 +937,7 @@ class Run:
     def _numeric(self, where: str = "") -> str:
         """The in-memory numeric table when ``where`` needs no text column, else the full view."""
         texts = ("prompt", "response", "ref_response", "ground_truth", "file", "group_id")
-        if where and any(t in where for t in texts):
+        if where and any(t in where.lower() for t in texts):  # DuckDB reads names in any letter case
             return "samples"
         return "_nums"
 

@@ -17,6 +17,8 @@ DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_g
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
 SEARCH_COLUMNS = ("prompt", "response", "ref_response")
+# DuckDB types a DataFrame's column may have that sort, filter and bin as numbers (times, enums, bytes do not)
+_NUMBER_TYPE = re.compile(r"(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|DECIMAL\(.*\)|BOOLEAN)")
 
 
 def _q(name: str) -> str:
@@ -65,7 +67,7 @@ class TableSource:
         con.execute("CREATE TABLE samples AS SELECT * FROM _frame")
         con.unregister("_frame")
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
-                if not (t.startswith("VARCHAR") or t.endswith("[]") or t.startswith("STRUCT") or t.startswith("MAP"))]
+                if _NUMBER_TYPE.fullmatch(t)]
         con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)} FROM samples")
         return cls(con.cursor, "samples", "_nums")
 
@@ -118,8 +120,10 @@ class TableSource:
             if key[0]:
                 cols = [c for c in SEARCH_COLUMNS if c in self.kinds] or self.text_columns
                 lit = "'%" + _like_escape(key[0]).replace("'", "''") + "%'"
-                conds.append("(" + " OR ".join(f"{_q(c)} ILIKE {lit} ESCAPE '\\'" for c in cols) + ")")
-            uses_text = key[0] or any(re.search(rf"\b{re.escape(c)}\b", key[1]) for c in self.text_columns)
+                # as text: a DataFrame's prompt may hold numbers (question ids) or only NaN (read as DOUBLE)
+                conds.append("(" + (" OR ".join(f"CAST({_q(c)} AS VARCHAR) ILIKE {lit} ESCAPE '\\'" for c in cols)
+                                    or "false") + ")")
+            uses_text = key[0] or not self._numeric_only(key[1])
             src = self.full if uses_text else self.nums
             self.con.execute(f"CREATE OR REPLACE TABLE {self._tag} AS SELECT sample_id FROM {src} "
                              f"WHERE {' AND '.join(conds)}")
@@ -128,7 +132,8 @@ class TableSource:
         return f"(SELECT n.* FROM {self.nums} n SEMI JOIN {self._tag} f ON n.sample_id = f.sample_id)"
 
     def _numeric_only(self, where: str) -> bool:
-        return not any(re.search(rf"\b{re.escape(c)}\b", where) for c in self.text_columns)
+        """Whether ``where`` names no text column (in any letter case, as DuckDB reads names)."""
+        return not any(re.search(rf"(?<!\w){re.escape(c)}(?!\w)", where, re.IGNORECASE) for c in self.text_columns)
 
     def count(self, search: str = "", where: str = "") -> int:
         return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]

@@ -111,6 +111,48 @@ def test_sample_table_clips_long_text_and_returns_it_whole(tmp_path):
     assert call(table, "cell", sample_id=10, column="response")[0]["result"]["text"] == "x" * 1000
 
 
+def test_sample_table_over_frames_of_any_column_types(tmp_path):
+    """A DataFrame with a datetime, timedelta, categorical or bytes column could not be shown (each was taken for a
+    number: its min cast to DOUBLE failed); a search failed when a searched column held numbers (question ids), only
+    NaN (a missing column read back from CSV), or lists."""
+    df = pd.DataFrame({"sample_id": [1, 2, 3], "reward": [0.5, -1.0, 2.0],
+                       "at": pd.to_datetime(["2024-05-01 10:00", "2024-05-01 10:01", None]),
+                       "took": pd.to_timedelta([1.5, 2.0, 3.0], unit="s"),
+                       "split": pd.Categorical(["train", "eval", "train"]), "raw": [b"\x00", b"\x01", b"\x02"],
+                       "prompt": [4, 5, 44], "response": ["a", "b", "c"], "ref_response": [np.nan] * 3})
+    table = rw.SampleTable(df)
+    assert table.row_count == 3
+    kinds = {c["name"]: c["kind"] for c in table._source.column_info(["reward", "at", "took", "split", "raw"])}
+    assert kinds == {"reward": "number", "at": "text", "took": "text", "split": "text", "raw": "text"}
+    table.sort_by, table.sort_desc = "split", False
+    assert call(table, "rows", offset=0, limit=5)[0]["result"]["ids"] == [2, 1, 3]
+    table.sort_by = "at"
+    assert call(table, "rows", offset=0, limit=5)[0]["result"]["ids"] == [1, 2, 3]
+    table.search = "4"  # the numbers of a prompt column, as text
+    assert table.row_count == 2
+    table.search = "b"
+    assert table.row_count == 1
+    lists = rw.SampleTable(pd.DataFrame({"tags": [["good", "long"], ["bad"]], "score": [1.0, 2.0]}))
+    lists.search = "good"  # no text column but lists: searched as their text
+    assert lists.row_count == 1
+    nothing = rw.SampleTable(pd.DataFrame({"score": [1.0, 2.0]}))
+    nothing.search = "x"  # nothing to search in: no row, not an error
+    assert nothing.row_count == 0
+
+
+def test_a_where_naming_a_text_column_in_another_letter_case(run):
+    """``where`` is DuckDB SQL, whose names ignore case: ``PROMPT LIKE ...`` was sent to the numbers-only table
+    (a BinderException) by the sample table, the histograms and the step frame."""
+    want = run.sql("SELECT count(*) AS n FROM samples WHERE prompt LIKE '%Question 1%'").n[0]
+    assert want > 0
+    table = rw.SampleTable(run)
+    for where in ("PROMPT LIKE '%Question 1%'", "Prompt LIKE '%Question 1%' AND Reward > -1e9"):
+        table.where = where
+        assert table.row_count == want and call(table, "rows", offset=0, limit=3)[0]["result"]["total"] == want
+        assert run.reward_histogram(where=where)["count"].sum() == want
+        assert run.histograms(["reward"], where=where)["count"].sum() == want
+
+
 def test_state_stays_small_on_a_million_samples(tmp_path, open_run):
     write_sample_log(tmp_path / "big", samples=1_000_000, steps=100, ranks=4)
     big = open_run(tmp_path / "big")
