@@ -1183,7 +1183,7 @@ class Run:
         found as a line was read or by the run across the file's parts), lines skipped unread (``skipped``)."""
         found = Counter(p.file for p in self._all_problems())
         rows = [{"file_no": self._file_no[p], "file": p, "bytes": st.size, "lines": st.lines,
-                 "problems": found[p], "skipped": st.skipped} for p, st in self._states.items()]
+                 "problems": found[p], "skipped": st.skipped} for p, st in self._file_states().items()]
         columns = ["file_no", "file", "bytes", "lines", "problems", "skipped"]
         return pd.DataFrame(rows, columns=columns).sort_values("file_no").reset_index(drop=True)
 
@@ -1192,7 +1192,11 @@ class Run:
         """Lines left unread: their step, told from their bytes, is past the per-step cap or out of the step range.
         Their records were never parsed, so their problems are not in ``problems`` (0 when the run was read from a
         cache of every line, made by an open without those options)."""
-        return sum(st.skipped for st in self._states.values())
+        return sum(st.skipped for st in self._file_states().values())
+
+    def _file_states(self) -> dict:
+        """Each file's state as last read (what ``files`` and ``skipped_lines`` tell of)."""
+        return self._states
 
     def summary(self) -> str:
         """A few lines saying what the run holds."""

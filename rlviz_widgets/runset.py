@@ -149,6 +149,12 @@ class RunSet(Run):
         self._sync()
         return Run.files.fget(self)
 
+    def _file_states(self) -> dict:
+        # the runs' own, not those merged when the views were last made: a run that read only lines it skips (a
+        # cap, a step range) changed its files' counts, not its data (no new generation, no merge)
+        self._sync()
+        return {p: st for r in self.runs.values() for p, st in r._file_states().items()}
+
     def token_domain(self, *args, **kwargs):
         self._sync()
         return super().token_domain(*args, **kwargs)

@@ -181,3 +181,28 @@ def test_a_run_failing_to_refresh_does_not_stop_the_others(tmp_path, open_run, m
         rs.refresh()
     if sys.version_info >= (3, 11):  # no text to add to: a note, where Python has them
         assert "refreshing run 'a' of the set" in "".join(err.value.__notes__)
+
+
+def test_a_set_tells_the_files_of_a_run_that_read_only_lines_it_skips(tmp_path, open_run):
+    """A run of a step range whose log grew by lines out of its range changed its files (bytes, lines, skipped)
+    but not its data: the set's ``files`` and ``skipped_lines`` kept the old counts, refreshed or not."""
+    import json
+
+    import pandas as pd
+
+    for name, steps in (("a", [0, 1]), ("b", [5, 6])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "log.jsonl").write_text("".join(
+            json.dumps({"step": s, "prompt": "p", "response": "r", "reward": 1.0}) + "\n" for s in steps))
+    a, b = open_run(tmp_path / "a"), open_run(tmp_path / "b", steps=(0, 2))
+    rs = RunSet({"a": a, "b": b})
+    assert rs.skipped_lines == 2
+    for how in ("set", "run"):
+        with open(tmp_path / "b" / "log.jsonl", "a") as f:
+            f.write(json.dumps({"step": 7, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")
+        (rs if how == "set" else b).refresh()
+        cols = ["file", "bytes", "lines", "skipped"]
+        want = pd.concat([a.files, b.files]).sort_values("file_no")[cols].reset_index(drop=True)
+        assert rs.files[cols].equals(want), how
+        assert rs.skipped_lines == a.skipped_lines + b.skipped_lines == (3 if how == "set" else 4)
+
