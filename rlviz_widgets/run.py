@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import cache as cachemod
-from . import file_numbers, leases, token_store
+from . import file_numbers, leases, sqlguard, token_store
 from . import problems as problemsmod
 from .custom_columns import (
     RESERVED,
@@ -69,7 +69,6 @@ def _bin_count(bins) -> int:
 
 
 MAX_BINS = 2**31 - 1  # a bin number is an INTEGER
-SQL_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql runs (MULTI: a PIVOT)
 
 
 def _binning(lo: float, hi: float, bins: int):
@@ -87,50 +86,6 @@ def _binning(lo: float, hi: float, bins: int):
         return f"least(floor(({value} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
 
     return sql, lambda b: (lo * f + b * width) / f
-
-
-def _without_comments(sql: str) -> str:
-    """``sql`` with its comments (``-- ...``, nested ``/* ... */``) blanked out; quoted text and names kept."""
-    out, i, n = [], 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c in "'\"":  # a string or a quoted name: to its closing quote (a doubled quote stays inside)
-            j = i + 1
-            while j < n and not (sql[j] == c and sql[j + 1:j + 2] != c):
-                j += 2 if sql[j] == c else 1
-            out.append(sql[i:j + 1])
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-            out.append(" ")
-        elif sql.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if sql.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif sql.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append(" ")
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _explained(statement: str) -> str:
-    """The statement an EXPLAIN statement explains (and, with ANALYZE, runs): after ``EXPLAIN``, its ``ANALYZE``
-    and its options in parentheses, in any order, comments anywhere."""
-    text = re.sub(r"^\s*explain\b", "", _without_comments(statement), flags=re.IGNORECASE)
-    while True:
-        rest = re.sub(r"^\s*(?:analy[sz]e\b|\((?:[^()'\"]|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")*\))", "", text,
-                      flags=re.IGNORECASE)
-        if rest == text:
-            return text
-        text = rest
 
 
 def _number(x) -> float | None:
@@ -921,6 +876,7 @@ class Run:
 
     def steps_sql(self, where: str = "") -> str:
         """The SQL behind ``steps`` (optionally restricted by a WHERE clause over samples)."""
+        where = self._condition(where)
         aggs = []
         for out, col in STAT_COLUMNS.items():
             aggs += [f"avg({col}) AS {out}_mean", f"stddev_pop({col}) AS {out}_std",
@@ -933,6 +889,11 @@ class Run:
         return (f"SELECT step, samples, {', '.join(order)} FROM (SELECT *, {unpack} FROM ("
                 f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM {self._numeric(where)} "
                 f"{'WHERE ' + where if where else ''} GROUP BY step)) ORDER BY step")
+
+    def _condition(self, where: str) -> str:
+        """``where`` checked to be one SQL condition, in parentheses (``sqlguard.condition``)."""
+        with self._db.cursor() as cur:
+            return sqlguard.condition(cur, where)
 
     def _numeric(self, where: str = "") -> str:
         """The in-memory numeric table when ``where`` needs no text column, else the full view."""
@@ -952,6 +913,7 @@ class Run:
             raise KeyError(f"no column {column!r} in samples; columns: {', '.join(self.columns)}")
         bins = _bin_count(bins)
         self._check_numeric([column])
+        where = self._condition(where)
         c = f'"{column}"'
         src = self._numeric(where)
         lo, hi = self._execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
@@ -959,7 +921,7 @@ class Run:
         if lo is None:
             return pd.DataFrame(columns=cols)
         bin_sql, edge = _binning(lo, hi, bins)
-        cond = f"isfinite({c})" + (f" AND ({where})" if where else "")
+        cond = f"isfinite({c})" + (f" AND {where}" if where else "")
         df = self._execute(f"""
             SELECT step, {bin_sql(c)} AS bin, count(*) AS count
             FROM {src} WHERE {cond} GROUP BY ALL ORDER BY step, bin""").df()
@@ -986,6 +948,7 @@ class Run:
         self._check_numeric(cols)
         if not cols:
             return pd.DataFrame(columns=out_cols)
+        where = self._condition(where)
         cond = f"WHERE {where}" if where else ""
         rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
                         for c in cols)
@@ -1138,30 +1101,11 @@ class Run:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame. Queries only (SELECT, PIVOT,
         EXPLAIN, PRAGMA, CALL): a statement that would change the run's views or tables (DROP, CREATE, INSERT, COPY,
         also under EXPLAIN ANALYZE) is refused, so that a slip does not break the run (a guard, not a sandbox)."""
-        kinds = self._statement_kinds(query)
-        if not kinds:
-            raise ValueError(f"no SQL statement in {query!r}")
-        refused = sorted(set(kinds) - SQL_KINDS)
-        if refused:
-            raise ValueError(f"run.sql runs queries ({', '.join(sorted(SQL_KINDS))}), not {', '.join(refused)} "
-                             "statements: they would change the run's views")
+        with self._db.cursor() as cur:  # parsed only, on a cursor of its own (another thread may be querying)
+            sqlguard.check_query(cur, query)
         if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
             self._map_token_files()
         return self._execute(query, params).df()
-
-    def _statement_kinds(self, query: str) -> list[str]:
-        """The kinds of the statements in ``query`` (an EXPLAIN's: its own and those of what it explains, which
-        EXPLAIN ANALYZE runs). Parsed only, on a cursor of its own (another thread may be querying)."""
-        with self._db.cursor() as cur:
-            statements = cur.extract_statements(query)
-            kinds = [st.type.name for st in statements]
-            for st in statements:
-                if st.type.name == "EXPLAIN":
-                    try:
-                        kinds += [t.type.name for t in cur.extract_statements(_explained(st.query))]
-                    except duckdb.Error:  # what it would run cannot be told: not run
-                        kinds.append("EXPLAIN of a statement that cannot be told")
-        return kinds
 
     @property
     def columns(self) -> list[str]:

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 import duckdb
 import pandas as pd
 
+from . import sqlguard
+
 TEXT_CLIP = 300
 DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
                    "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
@@ -108,7 +110,7 @@ class TableSource:
     # -- filtering ----------------------------------------------------------------------------
     def _filtered(self, search: str, where: str) -> str:
         """A relation of the sample_ids passing search and where (cached while they stay the same)."""
-        key = (search.strip(), where.strip())
+        key = (search.strip(), sqlguard.condition(self.con, where))
         if key == ("", ""):
             return self.nums
         if not key[0] and self._numeric_only(key[1]):  # a brush: scanning the numbers in memory is cheaper

@@ -687,6 +687,31 @@ def test_sql_cannot_write_into_the_log_folder_by_a_comment_or_a_setting(tmp_path
     assert folder() == before
 
 
+def test_a_where_binds_as_a_whole_and_is_one_condition(tmp_path, open_run):
+    """``histograms(where="step = 0 OR step = 1")`` was added as ``isfinite(reward) AND step = 0 OR step = 1``:
+    a sample of step 1 without a reward was counted in the last bin. And a ``where`` could end the statement and
+    start another (``1=1; COPY ...``) in the histograms, the step frame and the sample table."""
+    recs = [{"step": s, "prompt": "p", "response": "r", "reward": None if i == 0 else float(i)}
+            for s in (0, 1) for i in range(3)]
+    logs = _write_records(tmp_path / "logs", recs)
+    run = open_run(logs)
+    for where in ("step = 0 OR step = 1", "step = 0 OR step = 1 -- both steps"):
+        h = run.histograms(["reward"], bins=2, where=where)
+        assert h.groupby("step")["count"].sum().tolist() == [2, 2]
+        assert run.reward_histogram(bins=2, where=where).groupby("step")["count"].sum().tolist() == [2, 2]
+    sneaky = f"true); COPY (SELECT 1) TO '{logs}/x.csv'; SELECT (1"
+    for call in (lambda: run.histograms(["reward"], where=sneaky), lambda: run.reward_histogram(where=sneaky),
+                 lambda: run.sql(run.steps_sql(sneaky))):
+        with pytest.raises(ValueError, match="one SQL condition"):
+            call()
+    table = rlviz_widgets.SampleTable(run)
+    table.where = sneaky  # the widget shows the error (and keeps its rows)
+    assert "one SQL condition" in table.error and table.row_count == 6
+    with pytest.raises(ValueError, match="not a SQL condition"):
+        run.histograms(["reward"], where="reward >")
+    assert sorted(p.name for p in logs.iterdir()) == ["r.jsonl"]
+
+
 def test_lenient_option_values_that_mean_one_thing(synth_logs, open_run):
     """A cap of 2.0 (or 1e3) is a whole number; an infinite end of steps= is an open one (it failed after every
     file had been parsed); Decimal and Fraction ends are numbers."""

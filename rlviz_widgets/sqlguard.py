@@ -1,0 +1,97 @@
+"""What run.sql and the filters (``where=``) let through to DuckDB: queries that read, conditions that are one.
+
+A guard against slips, not a sandbox: the run's database also locks its settings (``run._connect``), so
+no query turns on DuckDB's logging or profiling to a file.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+QUERY_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql runs (MULTI: a PIVOT)
+
+
+def check_query(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Raise a ValueError unless ``query`` holds statements and only of ``QUERY_KINDS``: a DROP, CREATE, INSERT
+    or COPY, also under EXPLAIN ANALYZE (which runs what it explains), would change the run's views."""
+    kinds = statement_kinds(con, query)
+    if not kinds:
+        raise ValueError(f"no SQL statement in {query!r}")
+    refused = sorted(set(kinds) - QUERY_KINDS)
+    if refused:
+        raise ValueError(f"run.sql runs queries ({', '.join(sorted(QUERY_KINDS))}), not {', '.join(refused)} "
+                         "statements: they would change the run's views")
+
+
+def statement_kinds(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
+    """The kinds of the statements in ``query`` (an EXPLAIN's: its own and those of what it explains)."""
+    statements = con.extract_statements(query)
+    kinds = [st.type.name for st in statements]
+    for st in statements:
+        if st.type.name == "EXPLAIN":
+            try:
+                kinds += [t.type.name for t in con.extract_statements(_explained(st.query))]
+            except duckdb.Error:  # what it would run cannot be told: not run
+                kinds.append("EXPLAIN of a statement that cannot be told")
+    return kinds
+
+
+def condition(con: duckdb.DuckDBPyConnection, where: str) -> str:
+    """``where`` (a SQL condition over samples) in parentheses, so that it binds as a whole beside the conditions
+    it is added to (``a OR b`` after ``isfinite(x) AND``); a ValueError if it is no single condition (a ``;`` or
+    a closing parenthesis could bring in another statement). Empty stays empty."""
+    if not where.strip():
+        return ""
+    try:
+        statements = con.extract_statements(f"SELECT 1 WHERE ({where}\n)")  # (a -- comment ends at the line)
+    except duckdb.Error as e:
+        raise ValueError(f"where= is not a SQL condition: {where!r} ({str(e).splitlines()[0]})") from None
+    if len(statements) != 1 or statements[0].type.name != "SELECT":
+        raise ValueError(f"where= must be one SQL condition, not statements: {where!r}")
+    return f"({where}\n)"
+
+
+def _without_comments(sql: str) -> str:
+    """``sql`` with its comments (``-- ...``, nested ``/* ... */``) blanked out; quoted text and names kept."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":  # a string or a quoted name: to its closing quote (a doubled quote stays inside)
+            j = i + 1
+            while j < n and not (sql[j] == c and sql[j + 1:j + 2] != c):
+                j += 2 if sql[j] == c else 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif sql.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if sql.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif sql.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append(" ")
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _explained(statement: str) -> str:
+    """The statement an EXPLAIN statement explains (and, with ANALYZE, runs): after ``EXPLAIN``, its ``ANALYZE``
+    and its options in parentheses, in any order, comments anywhere."""
+    text = re.sub(r"^\s*explain\b", "", _without_comments(statement), flags=re.IGNORECASE)
+    while True:
+        rest = re.sub(r"^\s*(?:analy[sz]e\b|\((?:[^()'\"]|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")*\))", "", text,
+                      flags=re.IGNORECASE)
+        if rest == text:
+            return text
+        text = rest
