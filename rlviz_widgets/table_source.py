@@ -71,6 +71,7 @@ class TableSource:
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
                 if _NUMBER_TYPE.fullmatch(t)]
         con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)} FROM samples")
+        con.execute("SET lock_configuration = true")  # as a run's: a filter cannot turn on logging to a file
         return cls(con.cursor, "samples", "_nums")
 
     # -- columns -----------------------------------------------------------------------------
