@@ -11,6 +11,11 @@ import re
 import duckdb
 
 QUERY_KINDS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}  # what run.sql runs (MULTI: a PIVOT)
+# the pragmas that only tell: others run SQL of their own (import_database runs a folder's schema.sql and load.sql,
+# copy_database and json_execute_serialized_sql theirs) or change settings (locked anyway)
+READ_PRAGMAS = {"collations", "database_list", "database_size", "extension_versions", "functions", "metadata_info",
+                "platform", "show", "show_databases", "show_tables", "show_tables_expanded", "storage_info",
+                "table_info", "user_agent", "version"}
 
 
 def check_query(con: duckdb.DuckDBPyConnection, query: str) -> None:
@@ -30,6 +35,10 @@ def statement_kinds(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
     statements = con.extract_statements(query)
     kinds = [st.type.name for st in statements]
     for st in statements:
+        if st.type.name == "PRAGMA":
+            name = re.match(r"\s*pragma\s+(\w*)", _without_comments(st.query), re.IGNORECASE)
+            if name is None or name.group(1).lower() not in READ_PRAGMAS:
+                kinds.append(f"PRAGMA {name.group(1).lower() if name else '?'}")
         if st.type.name == "EXPLAIN":
             try:
                 kinds += [t.type.name for t in con.extract_statements(_explained(st.query))]

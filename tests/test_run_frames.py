@@ -682,6 +682,16 @@ def test_sql_cannot_write_into_the_log_folder_by_a_comment_or_a_setting(tmp_path
         run.sql(f"CALL enable_logging(storage='file', storage_path='{logs}')")
     with pytest.raises(duckdb.Error, match="configuration"):
         run.sql(f"SELECT * FROM enable_logging(storage='file', storage_path='{logs}')")
+    # a pragma that runs SQL of its own: import_database runs a folder's schema.sql and load.sql
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    (exported / "schema.sql").write_text("DROP VIEW samples;\n")
+    (exported / "load.sql").write_text(f"COPY (SELECT 1) TO '{logs}/written.csv';\n")
+    for query in (f"PRAGMA import_database('{exported}')", f"/* x */ pragma Import_Database('{exported}')",
+                  "PRAGMA copy_database('memory', 'other')"):
+        with pytest.raises(ValueError, match="not PRAGMA (import|copy)_database statements"):
+            run.sql(query)
+    assert run.sql("PRAGMA show_tables")["name"].tolist() and len(run.sql("PRAGMA table_info('samples')")) > 5
     assert run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1] and len(run.samples) == 1
     assert len(run.sql("/* plan */ EXPLAIN ANALYZE SELECT '--' AS a, 'it''s /* not */ a comment' AS b")) > 0
     assert folder() == before
