@@ -164,8 +164,9 @@ class TableSource:
             # 8 bytes a row: even a million rows is a small numpy array, and a page is a slice
             self._order = self.con.execute(f"SELECT sample_id FROM {rel} ORDER BY {order}").fetchnumpy()["sample_id"]
             self._order_key = key
-        stop = len(self._order) if limit is None else int(offset) + int(limit)
-        return [int(i) for i in self._order[int(offset):stop]]
+        offset = max(int(offset), 0)  # (a negative one would slice from the end)
+        stop = len(self._order) if limit is None else offset + max(int(limit), 0)
+        return [int(i) for i in self._order[offset:stop]]
 
     def invalidate(self) -> None:
         """Forget cached filters and orders (the data changed)."""

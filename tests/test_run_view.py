@@ -40,6 +40,26 @@ def test_filter_moves_brushes_table_and_frames(view):
     assert view.table.row_count == len(s) and view.where == "" and view.reward is None
 
 
+def test_infinite_or_nan_range_ends_and_odd_pages(view):
+    """``reward=(-inf, 0)`` passed the check and then failed in DuckDB (``reward >= -inf``: no such column); a NaN
+    end did too. An infinite end is an open one (or keeps nothing: ``(inf, None)``); NaN is refused. A negative
+    page offset sliced from the end."""
+    s = view.run.samples
+    view.filter(reward=(float("-inf"), 0.0))
+    assert view.reward == (None, 0.0) and view.table.row_count == int((s.reward <= 0).sum())
+    view.filter(reward=(0.0, float("inf")))
+    assert view.reward == (0.0, None) and view.table.row_count == int((s.reward >= 0).sum())
+    view.filter(reward=(float("inf"), None))
+    assert view.table.row_count == 0 and not view.table.error
+    with pytest.raises(traitlets.TraitError, match="NaN"):
+        view.filter(reward=(float("nan"), 1.0))
+    with pytest.raises(traitlets.TraitError, match="a number or None"):
+        view.filter(steps=("a", 3))
+    view.clear()
+    src = view.table._source
+    assert src.ids(offset=-2, limit=3) == src.ids(offset=0, limit=3) and src.ids(offset=0, limit=-1) == []
+
+
 def test_a_where_filter_may_ask_the_tokens_view(view):
     """The table's cursors come from the run, so SQL over tokens works in a filter as it does in run.sql."""
     cond = "sample_id IN (SELECT sample_id FROM tokens WHERE kl > 0.05)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import os
 
 import ipywidgets as W
@@ -29,10 +30,17 @@ def _range(value, name: str):
         lo, hi = value
     except (TypeError, ValueError):
         raise traitlets.TraitError(f"{name} must be a (lo, hi) pair or None; got {value!r}") from None
-    lo = None if lo is None else float(lo)
-    hi = None if hi is None else float(hi)
+    try:
+        lo = None if lo is None else float(lo)
+        hi = None if hi is None else float(hi)
+    except (TypeError, ValueError):
+        raise traitlets.TraitError(f"{name}: each end must be a number or None; got {value!r}") from None
+    if any(x is not None and math.isnan(x) for x in (lo, hi)):
+        raise traitlets.TraitError(f"{name}: an end cannot be NaN; got {value!r} (None leaves an end open)")
     if lo is not None and hi is not None and lo > hi:
         lo, hi = hi, lo
+    lo = None if lo == -math.inf else lo  # as open as None (and SQL has no literal for it)
+    hi = None if hi == math.inf else hi
     return None if lo is None and hi is None else (lo, hi)
 
 
@@ -178,9 +186,9 @@ class RunView(W.VBox):
             if rng:
                 lo, hi = rng
                 if lo is not None:
-                    conds.append(f"{col} >= {lo!r}")
+                    conds.append(f"{col} >= {lo!r}::DOUBLE" if math.isfinite(lo) else "false")  # only +inf left
                 if hi is not None:
-                    conds.append(f"{col} <= {hi!r}")
+                    conds.append(f"{col} <= {hi!r}::DOUBLE" if math.isfinite(hi) else "false")  # only -inf left
         if self.where.strip():
             conds.append(f"({self.where})")
         return " AND ".join(conds)
