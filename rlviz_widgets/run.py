@@ -768,10 +768,11 @@ class Run:
         names = {TOKEN_FIELDS[f] for f in fields}
         if {"logprob", "ref_logprob"} <= names:
             derived = ", " + per_token_sql()
-        elif "logprob" in names:
-            derived = ", exp(logprob) AS prob"
+        elif names & {"logprob", "ref_logprob"}:  # one of the two: its probability, still
+            derived = ", exp(logprob) AS prob" if "logprob" in names else ", exp(ref_logprob) AS ref_prob"
         order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value"]
-        out = [c for c in order if c in names or (derived and c in derived)]
+        made = set(re.findall(r" AS (\w+)", derived))  # (names, not text: "logprob" is in "ref_logprob")
+        out = [c for c in order if c in names or c in made]
         return f"""SELECT sample_id, step, position::INTEGER AS position, {', '.join(out)} FROM (
             SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
                 SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
@@ -1062,6 +1063,8 @@ class Run:
             names |= {"log_ratio", "kl", "prob", "ref_prob"}
         elif "logprob" in names:
             names |= {"prob"}
+        elif "ref_logprob" in names:
+            names |= {"ref_prob"}
         return [m for m in TOKEN_METRIC_ORDER if m in names]
 
     def token_domain(self, metric: str, scope: str = "run", steps: Iterable[int] | None = None) -> tuple[float, float]:

@@ -722,6 +722,21 @@ def test_a_where_binds_as_a_whole_and_is_one_condition(tmp_path, open_run):
     assert sorted(p.name for p in logs.iterdir()) == ["r.jsonl"]
 
 
+def test_a_log_with_only_reference_logprobs_has_their_probabilities(tmp_path, open_run):
+    """``ref_prob = exp(ref_logprob)`` was given only when the log also had ``logprobs``; the token view and the
+    strip's metrics now have it with ``ref_logprobs`` alone (and ``prob`` with ``logprobs`` alone, as before)."""
+    import math
+
+    for field, metric in (("ref_logprobs", "ref_prob"), ("logprobs", "prob")):
+        logs = _write_records(tmp_path / field, [{"step": 0, "prompt": "p", "response": "ab", "reward": 1.0,
+                                                  "response_tokens": ["a", "b"], field: [-1.0, -2.0]}])
+        run = open_run(logs)
+        assert metric in run.token_metrics and "kl" not in run.token_metrics
+        t = run.tokens(run.samples["sample_id"])
+        assert t[metric].tolist() == pytest.approx([math.exp(-1.0), math.exp(-2.0)])
+        assert run.sql(f"SELECT {metric} FROM tokens ORDER BY position")[metric].tolist() == t[metric].tolist()
+
+
 def test_lenient_option_values_that_mean_one_thing(synth_logs, open_run):
     """A cap of 2.0 (or 1e3) is a whole number; an infinite end of steps= is an open one (it failed after every
     file had been parsed); Decimal and Fraction ends are numbers."""
