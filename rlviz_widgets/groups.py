@@ -54,7 +54,7 @@ def groups(run: Run, where: str = "") -> pd.DataFrame:
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
                count(*) > 1 AND coalesce(max(reward) = min(reward), true) AS zero_spread,
                {adv} any_value(prompt) AS prompt, list(sample_id ORDER BY sample_id) AS sample_ids
-        FROM samples {'WHERE ' + where if where else ''}
+        FROM samples {'WHERE ' + run._condition(where) if where.strip() else ''}
         GROUP BY "group", step ORDER BY step, "group" """)
     return df
 
