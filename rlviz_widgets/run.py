@@ -1102,8 +1102,9 @@ class Run:
 
     def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
         """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame. Queries only (SELECT, PIVOT,
-        EXPLAIN, PRAGMA, CALL): a statement that would change the run's views or tables (DROP, CREATE, INSERT, COPY,
-        also under EXPLAIN ANALYZE) is refused, so that a slip does not break the run (a guard, not a sandbox)."""
+        EXPLAIN, CALL, and the PRAGMAs that tell): a statement that would change the run's views or tables (DROP,
+        CREATE, INSERT, COPY, also under EXPLAIN ANALYZE, or run by a pragma such as import_database) is refused,
+        so that a slip does not break the run (a guard, not a sandbox: ``sqlguard``)."""
         with self._db.cursor() as cur:  # parsed only, on a cursor of its own (another thread may be querying)
             sqlguard.check_query(cur, query)
         if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
