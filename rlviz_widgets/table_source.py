@@ -231,6 +231,8 @@ def _jsonable(v):
             return None
     except (TypeError, ValueError):
         return str(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):  # shown as text (bytes that are not UTF-8 as \ufffd)
+        return bytes(v).decode("utf-8", "replace")
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and v in (float("inf"), float("-inf")):

@@ -128,6 +128,8 @@ def test_sample_table_over_frames_of_any_column_types(tmp_path):
     assert call(table, "rows", offset=0, limit=5)[0]["result"]["ids"] == [2, 1, 3]
     table.sort_by = "at"
     assert call(table, "rows", offset=0, limit=5)[0]["result"]["ids"] == [1, 2, 3]
+    raw = call(table, "rows", offset=0, limit=5)[0]["result"]
+    assert [r[table.visible_columns.index("raw")] for r in raw["rows"]] == ["\x00", "\x01", "\x02"]  # as text
     table.search = "4"  # the numbers of a prompt column, as text
     assert table.row_count == 2
     table.search = "b"
