@@ -111,7 +111,7 @@ class TableSource:
     # -- filtering ----------------------------------------------------------------------------
     def _filtered(self, search: str, where: str) -> str:
         """A relation of the sample_ids passing search and where (cached while they stay the same)."""
-        key = (search.strip(), sqlguard.condition(self.con, where))
+        key = (_needle(search), sqlguard.condition(self.con, where))
         if key == ("", ""):
             return self.nums
         if not key[0] and self._numeric_only(key[1]):  # a brush: scanning the numbers in memory is cheaper
@@ -148,7 +148,7 @@ class TableSource:
         The order is computed once per (search, where, sort) and kept as an id array, so each
         page while scrolling is a slice instead of a new sort.
         """
-        key = (search.strip(), where.strip(), sort_by, bool(desc) if sort_by else False)
+        key = (_needle(search), where.strip(), sort_by, bool(desc) if sort_by else False)
         if key != self._order_key:
             rel = self._filtered(search, where)
             order = "sample_id"
@@ -213,6 +213,11 @@ class TableSource:
             raise KeyError(f"no sample {sample_id}")
         v = df.iloc[0, 0]
         return "" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def _needle(search: str) -> str:
+    """The text searched for, as typed (" the" finds a word's start), unless it is only blanks: no search."""
+    return search if search.strip() else ""
 
 
 def _like_escape(s: str) -> str:

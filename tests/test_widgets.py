@@ -134,6 +134,13 @@ def test_sample_table_over_frames_of_any_column_types(tmp_path):
     assert table.row_count == 2
     table.search = "b"
     assert table.row_count == 1
+    words = rw.SampleTable(pd.DataFrame({"response": ["a cat", "bathe", "see the dog"], "reward": [1.0, 2.0, 3.0]}))
+    words.search = " the"  # as typed: the leading blank finds a word's start (it was trimmed: 2 rows)
+    assert words.row_count == 1
+    words.search = "the"
+    assert words.row_count == 2
+    words.search = "  "  # only blanks: no search
+    assert words.row_count == 3 and not words.error
     lists = rw.SampleTable(pd.DataFrame({"tags": [["good", "long"], ["bad"]], "score": [1.0, 2.0]}))
     lists.search = "good"  # no text column but lists: searched as their text
     assert lists.row_count == 1

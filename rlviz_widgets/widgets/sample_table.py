@@ -32,7 +32,7 @@ class SampleTable(RpcWidget):
     """Sort descending."""
 
     search = traitlets.Unicode("").tag(sync=True)
-    """Text searched for in prompt, response and ref_response (case-insensitive)."""
+    """Text searched for in prompt, response and ref_response (case-insensitive, as typed; blanks only: none)."""
 
     selected_ids = traitlets.List(traitlets.Int(), default_value=[]).tag(sync=True)
     """sample_ids of the rows the user picked."""
