@@ -36,6 +36,11 @@ class RunSet(Run):
         self.pad_token = self.system_prompt_end = None
         first = next(iter(self.runs.values()))
         self.cache_root = first.cache_root
+        other = next(((n, r) for n, r in self.runs.items() if r.cache_root != first.cache_root), None)
+        if other is not None:  # checked now: the collision of file numbers would come with some later new file
+            raise ValueError(f"runs {next(iter(self.runs))!r} and {other[0]!r} use different cache dirs "
+                             f"({first.cache_root} and {other[1].cache_root}): sample ids are numbered per cache "
+                             "dir, so a set's runs must share one; open them with the same cache_dir")
         self._db_future = _connect_in_background()
         self._pending: list[Problem] = []
         self._removed: dict = {}

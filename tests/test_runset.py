@@ -206,3 +206,17 @@ def test_a_set_tells_the_files_of_a_run_that_read_only_lines_it_skips(tmp_path, 
         assert rs.files[cols].equals(want), how
         assert rs.skipped_lines == a.skipped_lines + b.skipped_lines == (3 if how == "set" else 4)
 
+
+def test_runs_of_different_cache_dirs_are_refused_at_once(tmp_path):
+    """A set of runs with different cache dirs was made when their file numbers happened not to collide, and failed
+    at a later refresh (one run's new file numbered like another's), and every question after it. It is refused
+    when made, saying why."""
+    write_log(tmp_path / "a", steps=1, samples_per_step=2, tokens=4, ranks=1, seed=1)
+    write_log(tmp_path / "b", steps=1, samples_per_step=2, tokens=4, ranks=1, seed=2)
+    write_log(tmp_path / "other", steps=1, samples_per_step=2, tokens=4, ranks=2, seed=3)
+    rw.open_run(tmp_path / "other", cache_dir=tmp_path / "c2", progress=False)  # c2's numbers start past b's
+    a = rw.open_run(tmp_path / "a", cache_dir=tmp_path / "c1", progress=False)
+    b = rw.open_run(tmp_path / "b", cache_dir=tmp_path / "c2", progress=False)
+    with pytest.raises(ValueError, match="use different cache dirs .*open them with the same cache_dir"):
+        RunSet({"a": a, "b": b})
+
