@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .run import Run
+from .run import Run, std_sql
 
 
 def _group_id(run: Run) -> str:
@@ -50,7 +50,7 @@ def groups(run: Run, where: str = "") -> pd.DataFrame:
            if "advantage" in run.columns else "")
     df = run.sql(f"""
         SELECT {group_key(run)} AS "group", step, count(*) AS size,
-               avg(reward) AS reward_mean, stddev_pop(reward) AS reward_std, min(reward) AS reward_min,
+               avg(reward) AS reward_mean, {std_sql('reward')} AS reward_std, min(reward) AS reward_min,
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
                count(*) > 1 AND coalesce(max(reward) = min(reward), true) AS zero_spread,
                {adv} any_value(prompt) AS prompt, list(sample_id ORDER BY sample_id) AS sample_ids
@@ -68,8 +68,8 @@ def group_samples(run: Run, group: str) -> pd.DataFrame:
 
 def prompt_history(run: Run, prompt: str) -> pd.DataFrame:
     """The same prompt followed across steps: per step its responses' count and reward statistics."""
-    return run.sql("""
-        SELECT step, count(*) AS responses, avg(reward) AS reward_mean, stddev_pop(reward) AS reward_std,
+    return run.sql(f"""
+        SELECT step, count(*) AS responses, avg(reward) AS reward_mean, {std_sql('reward')} AS reward_std,
                min(reward) AS reward_min, max(reward) AS reward_max, avg(n_tokens) AS length_mean,
                list(sample_id ORDER BY reward DESC NULLS LAST) AS sample_ids
         FROM samples WHERE prompt = ? GROUP BY step ORDER BY step""", [prompt])

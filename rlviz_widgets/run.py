@@ -71,6 +71,15 @@ def _bin_count(bins) -> int:
 MAX_BINS = 2**31 - 1  # a bin number is an INTEGER
 
 
+def std_sql(x: str) -> str:
+    """SQL: the population standard deviation of ``x`` that never raises (DuckDB before 2.0 raises on a result
+    that is not finite): NaN where ``x`` holds an infinity, as DuckDB 2.0 gives, and values past 1e145 scaled by
+    2**-600 first (exact), so that values such as ±1e308 have a finite spread instead of an overflow."""
+    return (f"CASE WHEN bool_or(NOT isfinite({x})) THEN 'nan'::DOUBLE "
+            f"WHEN max(abs({x})) < 1e145 THEN stddev_pop({x}) FILTER (WHERE abs({x}) < 1e145) "
+            f"ELSE stddev_pop({x} * {2.0 ** -600!r}) FILTER (WHERE isfinite({x})) * {2.0 ** 600!r} END")
+
+
 def _binning(lo: float, hi: float, bins: int):
     """(SQL of a column's bin numbers, a function giving the lower edge of bin numbers) for ``bins`` equal bins
     over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first; where the
@@ -759,7 +768,9 @@ class Run:
     def _tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None) -> str:
         fields = self._token_fields()
         if not parts or not fields:
-            return ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::INTEGER position, NULL::VARCHAR token "
+            # AS: DuckDB before 2.0 reads a bare "position" as its POSITION(... IN ...)
+            return ("SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS step, NULL::INTEGER AS position, "
+                    "NULL::VARCHAR AS token "
                     "WHERE false")
         cols = ", ".join(f'r."{f}"' for f in fields)
         unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
@@ -880,7 +891,7 @@ class Run:
         where = self._condition(where)
         aggs = []
         for out, col in STAT_COLUMNS.items():
-            aggs += [f"avg({col}) AS {out}_mean", f"stddev_pop({col}) AS {out}_std",
+            aggs += [f"avg({col}) AS {out}_mean", f"{std_sql(col)} AS {out}_std",
                      f"min({col}) AS {out}_min", f"max({col}) AS {out}_max"]
             aggs.append(f"quantile_cont({col}, {list(QUANTILES)}) AS _q_{out}")  # one sort for all five
         unpack = ", ".join(f"_q_{out}[{k + 1}] AS {out}_p{round(q * 100):02d}"
