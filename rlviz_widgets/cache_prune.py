@@ -86,8 +86,10 @@ def _state(folder: Path) -> tuple[str | None, str, str | None]:
         return log, "other version", lines
     if not os.path.exists(log):
         return log, "log gone", lines
-    if sep and (cache.FileCache(folder.parent.parent, Path(log), base).dir / "state.json").exists():
-        return log, "superseded", lines  # every line of the log is cached too: that cache serves a cap or range
+    if sep and cache.reusable(cache.FileCache(folder.parent.parent, Path(log), base)):
+        # every line of the log is cached too (of its present content: a cache of a log since rewritten is not),
+        # and an open with a cap or range would take that cache
+        return log, "superseded", lines
     return log, "current", lines
 
 

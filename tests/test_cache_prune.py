@@ -14,7 +14,7 @@ from conftest import ROOT, folder_fingerprint, write_lines
 import rlviz_widgets
 from rlviz_widgets import cache as cachemod
 from rlviz_widgets import cache_prune
-from rlviz_widgets.synth import make_record
+from rlviz_widgets.synth import make_record, write_log
 
 
 def records(step: int, n: int) -> list[dict]:
@@ -170,3 +170,20 @@ def test_a_cache_of_a_caps_lines_is_listed_as_such(tmp_path):
     b = write_lines(tmp_path / "logs" / "c" / "r0.jsonl", records(0, 3))
     _open(b, cache, max_samples_per_step=1)  # only a cap's cache: current
     assert rlviz_widgets.cache_usage(cache).query("log == @b.as_posix()")["state"].tolist() == ["current"]
+
+
+def test_a_range_cache_is_superseded_only_by_a_cache_of_the_log_as_it_is(tmp_path):
+    """A cache of every line of a log since rewritten (a job restarted) made the range's own cache `superseded`,
+    and prune removed it: yet the old cache holds other lines, and the range cache is the one an open takes."""
+    logs, cache_dir = tmp_path / "logs", tmp_path / "cache"
+    write_log(logs, steps=4, samples_per_step=4, tokens=6, ranks=1, seed=0)
+    rlviz_widgets.open_run(logs, cache_dir=cache_dir, progress=False).close()  # every line, of the log as it was
+    write_log(logs, steps=4, samples_per_step=5, tokens=6, ranks=1, seed=1)  # rewritten
+    rlviz_widgets.open_run(logs, cache_dir=cache_dir, progress=False, steps=(1, 3)).close()
+    usage = rlviz_widgets.cache_usage(cache_dir=cache_dir)
+    assert usage.set_index("lines").loc["steps=1..3", "state"] == "current"
+    assert not rlviz_widgets.prune_cache(cache_dir=cache_dir)["removed"].any()
+    rlviz_widgets.open_run(logs, cache_dir=cache_dir, progress=False).close()  # every line of the log as it is now
+    usage = rlviz_widgets.cache_usage(cache_dir=cache_dir)
+    assert usage.set_index("lines").loc["steps=1..3", "state"] == "superseded"
+
