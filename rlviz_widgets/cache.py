@@ -221,12 +221,18 @@ def _tail(path: Path, n: int) -> str:
         return hashlib.sha1(f.read(min(n, HEAD_BYTES))).hexdigest()
 
 
+EMPTY_FILE = "the file is empty (line 0: the file as a whole)"
+
+
 def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
     """The state to continue from and how many bytes are left to read (``whole_file``: no growth, only rebuilds)."""
     st = os.stat(cache.path)
     state = cache.load()
     left = _left(cache, state, st, whole_file)
     if left is not None:
+        if left == 0 and st.st_size == 0 and not any(p[1] == "empty_file" for p in state.problems):
+            # saved empty (a file emptied while a Run read it, by a job restarting): said as a fresh open says it
+            state.problems.append([0, "empty_file", EMPTY_FILE])
         return state, left
     if st.st_size == 0 and state is None and not cache.dir.exists():
         # nothing to read and nothing cached: no folder is made (one without a state would look like a leftover)
@@ -234,7 +240,7 @@ def plan(cache: FileCache, whole_file: bool = False) -> tuple[FileState, int]:
     else:
         state = cache.reset()
     if st.st_size == 0:  # never read (nothing to read): reported on every open while empty
-        state.problems.append([0, "empty_file", "the file is empty (line 0: the file as a whole)"])
+        state.problems.append([0, "empty_file", EMPTY_FILE])
     return state, st.st_size
 
 
@@ -401,11 +407,16 @@ def _retire_orphans(cache: FileCache, state: FileState) -> None:
 
 
 @contextlib.contextmanager
-def locked(caches: list[FileCache]):
-    """Hold the caches' locks (in one order: two processes never wait on each other)."""
+def locked(caches: list[FileCache], quiet: bool = False):
+    """Hold the caches' locks (in one order: two processes never wait on each other). ``quiet``: a lock that cannot
+    be taken (a read-only cache dir) is passed over."""
     with contextlib.ExitStack() as stack:
         for c in sorted(caches, key=lambda c: str(c.dir)):
-            stack.enter_context(c.lock())
+            try:
+                stack.enter_context(c.lock())
+            except OSError:
+                if not quiet:
+                    raise
         yield
 
 
@@ -466,15 +477,16 @@ def _same_types(tables: list[pa.Table]) -> list[pa.Table]:
     return out
 
 
-def drop_expired(unchanged: list[tuple[FileCache, FileState]]) -> None:
+def drop_expired(unchanged: list[tuple[FileCache, FileState]], held: bool = False) -> None:
     """Delete the retired parts of files read nothing from, once their grace time is over (a log rebuilt and then
-    left alone would otherwise keep its old parts for good). Best effort: a read-only cache keeps them."""
+    left alone would otherwise keep its old parts for good). Best effort: a read-only cache keeps them. ``held``:
+    the caller holds the caches' locks already."""
     now = time.time()
     due = [(c, st) for c, st in unchanged if any(now - when >= RETIRED_GRACE_S for _, when in st.retired)]
     if not due:
         return
     try:
-        with locked([c for c, _ in due]):
+        with contextlib.nullcontext() if held else locked([c for c, _ in due]):
             for c, st in due:
                 current = c.load()  # as saved: another process may have read more meanwhile
                 if current is not None and _drop_retired(c, current):

@@ -359,6 +359,10 @@ class Run:
     # -- reading ---------------------------------------------------------------------------
     def refresh(self, _first: bool = False) -> bool:
         """Read what was appended or added since the last read; True if anything changed (samples or problems)."""
+        with contextlib.ExitStack() as held:
+            return self._refresh(_first, held)
+
+    def _refresh(self, _first: bool, held: contextlib.ExitStack) -> bool:
         reader = self._reader
         what = f"{self.format} files: {reader.file_pattern}" if reader.file_pattern else ""
         found: list[tuple[str, str, str]] = []  # what the folders hold but cannot be read
@@ -373,6 +377,10 @@ class Run:
             with self._writable_cache():
                 self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files]))
         caches = [self._cache_for(f) for f in files]
+        # every file's cache is locked from its first look until the views read it and their lease names it (the
+        # end of the refresh): prune_cache in another process must not take a folder in between (it takes only
+        # what it can lock and no lease names). A read-only cache is read without its locks.
+        held.enter_context(cachemod.locked(caches, quiet=True))
         unreadable: dict[str, str] = {}
         plans = [_plan(c, unreadable) for c in caches]
         if _first and unreadable and len(unreadable) == len(files):  # nothing to show: say why at once
@@ -386,9 +394,9 @@ class Run:
         renamed = set(self._renamed())
         changed = _first
         merged = False  # parts remade with the same records (merged): the views and their lease must follow
-        # files with something to read are read under their locks (another kernel may be reading them: it is
-        # waited for, and what it read is not read again)
-        with self._writable_cache(), cachemod.locked([caches[i] for i in busy]):
+        # files with something to read are planned again (under the locks taken above, for which another kernel
+        # reading them was waited: what it read is not read again)
+        with self._writable_cache():
             for i in busy:
                 plan = _plan(caches[i], unreadable)
                 if plan is None:
@@ -460,7 +468,7 @@ class Run:
                     pending += self._pending_for(state)
             states[str(c.path)] = state
             file_caches[str(c.path)] = c
-        cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n])
+        cachemod.drop_expired([(c, state) for c, (state, n) in zip(caches, plans) if not n], held=True)
         # a file that cannot be read now (or is in a folder that cannot be listed now) keeps what was read of it
         # before, if anything
         hidden = [Path(path) for path, kind, _ in found if kind == "unreadable_folder"]

@@ -1545,3 +1545,23 @@ def test_a_batch_of_small_files_is_capped(tmp_path, monkeypatch):
     together, apart, queries = _opened_both_ways(folder, tmp_path, monkeypatch)
     _same(together, apart)
     assert queries[:4] == [3, 3, 3, 1] and len(together.samples) == 10
+
+
+def test_a_file_saved_empty_is_said_empty_as_a_fresh_open_says_it(tmp_path):
+    """A rank file emptied while a Run read it (a job restarting) left a cache state of an empty file without the
+    ``empty_file`` problem, which an open on that cache then never said, while a fresh open did (found by two
+    processes refreshing one cache while a job rewrote its files)."""
+    path = tmp_path / "logs" / "r1.jsonl"
+    path.parent.mkdir()
+    (tmp_path / "logs" / "r0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records(0, 2)))
+    path.write_text("")
+    reader = RLBReader()
+    cache = cachemod.FileCache(tmp_path / "cache", path.resolve(), reader.name)
+    cache.dir.mkdir(parents=True)
+    st = os.stat(path)
+    cache.save(cachemod.FileState(path=str(path.resolve()), reader=reader.name, size=0, mtime_ns=st.st_mtime_ns,
+                                  epoch="e"))  # as such a read saves it
+    kinds = [k for k in rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False).problems.kind]
+    fresh = [k for k in rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "fresh", progress=False).problems.kind]
+    assert kinds == fresh == ["empty_file"]
+

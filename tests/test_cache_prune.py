@@ -187,3 +187,29 @@ def test_a_range_cache_is_superseded_only_by_a_cache_of_the_log_as_it_is(tmp_pat
     usage = rlviz_widgets.cache_usage(cache_dir=cache_dir)
     assert usage.set_index("lines").loc["steps=1..3", "state"] == "superseded"
 
+
+def test_prune_in_another_process_waits_until_a_run_has_leased_what_it_read(tmp_path, monkeypatch):
+    """A Run read a file's cache, then leased it only as its views were made: a prune in another process in between
+    removed the folder (its log deleted by a job restarting, so "log gone", with no lease naming it yet) and the open
+    failed ("No files found ... part-...parquet"). Every cache is now locked from its first look until the lease."""
+    from rlviz_widgets import leases
+
+    logs, cache_dir = tmp_path / "logs", tmp_path / "cache"
+    write_log(logs, steps=4, samples_per_step=4, tokens=6, ranks=2, seed=0)
+    orig, said = leases.Lease.hold, []
+
+    def hold(self, parts):  # just before the lease is written: the job deletes a rank file, another process prunes
+        parts = list(parts)
+        if not said:
+            (logs / "rollout_rank1.jsonl").unlink()
+            code = ("import rlviz_widgets as rw; "
+                    f"print(rw.prune_cache(cache_dir={str(cache_dir)!r})[['state', 'removed']].to_dict('records'))")
+            said.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                       cwd=ROOT).stdout.strip())
+        return orig(self, parts)
+
+    monkeypatch.setattr(leases.Lease, "hold", hold)
+    run = rlviz_widgets.open_run(logs, cache_dir=cache_dir, progress=False)
+    assert said == ["[{'state': 'log gone', 'removed': False}]"]  # in use: kept
+    assert len(run.samples) == 16 and len(run.tokens(run.samples["sample_id"][:2])) > 0
+
