@@ -43,6 +43,7 @@ class TableSource:
         self.num_columns = [c for c in self.kinds if c in num_cols]
         self.text_columns = [c for c in self.kinds if c not in num_cols]
         self._filter_key: tuple | None = None
+        self._where_checked = ("", "")  # (a where, as sqlguard.condition gave it): not parsed again on every page
         self._order_key: tuple | None = None
         self._order = None
         # the log's own order where there is one, else sample_id
@@ -111,7 +112,9 @@ class TableSource:
     # -- filtering ----------------------------------------------------------------------------
     def _filtered(self, search: str, where: str) -> str:
         """A relation of the sample_ids passing search and where (cached while they stay the same)."""
-        key = (_needle(search), sqlguard.condition(self.con, where))
+        if where != self._where_checked[0]:
+            self._where_checked = (where, sqlguard.condition(self.con, where))
+        key = (_needle(search), self._where_checked[1])
         if key == ("", ""):
             return self.nums
         if not key[0] and self._numeric_only(key[1]):  # a brush: scanning the numbers in memory is cheaper
