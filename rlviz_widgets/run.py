@@ -733,6 +733,7 @@ class Run:
         self._cursors: weakref.WeakSet = weakref.WeakSet()  # cursors handed out, given the new files on a change
         self._lease = leases.Lease(self.cache_root, self)  # the parts the views read: not deleted under them
         self._kinds: dict[str, str] = {}  # samples column -> SQL type, as of the last views made
+        self._not_in_nums: list[str] = []  # samples columns the in-memory numbers lack (texts, custom ones too)
 
     def _build_views(self) -> None:
         with self._token_lock:  # no cursor is made meanwhile: each has the files its views name
@@ -756,6 +757,7 @@ class Run:
                 and (not t.startswith("VARCHAR") or c == "run")]
         con.execute(f"""CREATE OR REPLACE TABLE _nums AS
             SELECT {', '.join(f'"{c}"' for c in nums)} FROM _samples_raw""")
+        self._not_in_nums = [c for c in kinds if c not in nums]
         con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
                     "ORDER BY step, line, file_no")
         self._domains: dict = {}
@@ -916,11 +918,8 @@ class Run:
             return sqlguard.condition(cur, where)
 
     def _numeric(self, where: str = "") -> str:
-        """The in-memory numeric table when ``where`` needs no text column, else the full view."""
-        texts = ("prompt", "response", "ref_response", "ground_truth", "file", "group_id")
-        if where and any(t in where.lower() for t in texts):  # DuckDB reads names in any letter case
-            return "samples"
-        return "_nums"
+        """The in-memory numeric table when ``where`` needs no column it lacks, else the full view."""
+        return "samples" if where and sqlguard.names_any(where, self._not_in_nums) else "_nums"
 
     def reward_histogram(self, column: str = "reward", bins: int = 30, where: str = "") -> pd.DataFrame:
         """Counts per (step, bin) on one set of bin edges shared by every step.

@@ -70,6 +70,12 @@ def condition(con: duckdb.DuckDBPyConnection, where: str) -> str:
     return f"({where}\n)"
 
 
+def names_any(where: str, names: list[str]) -> bool:
+    """Whether ``where`` names any of ``names`` as a column, in any letter case (as DuckDB reads names). Text
+    in quotes that holds a name counts too: a false yes only sends the query to a slower relation."""
+    return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", where, re.IGNORECASE) for n in names)
+
+
 def _without_comments(sql: str) -> str:
     """``sql`` with its comments (``-- ...``, nested ``/* ... */``) blanked out; quoted text and names kept."""
     out, i, n = [], 0, len(sql)

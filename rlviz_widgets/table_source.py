@@ -139,7 +139,7 @@ class TableSource:
 
     def _numeric_only(self, where: str) -> bool:
         """Whether ``where`` names no text column (in any letter case, as DuckDB reads names)."""
-        return not any(re.search(rf"(?<!\w){re.escape(c)}(?!\w)", where, re.IGNORECASE) for c in self.text_columns)
+        return not sqlguard.names_any(where, self.text_columns)
 
     def count(self, search: str = "", where: str = "") -> int:
         return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]

@@ -785,3 +785,22 @@ def test_an_empty_response_has_zero_tokens_not_an_unknown_count(tmp_path, open_r
     s = run.samples.sort_values("line")
     assert s.n_tokens.tolist()[:2] == [3, 0] and pd.isna(s.n_tokens.iloc[2])
     assert run.steps.length_mean.tolist() == [1.5]
+
+
+def test_a_where_naming_a_custom_text_column(tmp_path, open_run):
+    """A custom text field (``source``) is a column of ``samples`` but not of the numbers kept in memory: a
+    ``where`` naming it, in any letter case, failed with a BinderException in the histograms and the step frame."""
+    log = tmp_path / "log"
+    log.mkdir()
+    with open(log / "r0.jsonl", "w") as f:
+        for i in range(20):
+            f.write(json.dumps({"step": i // 5, "prompt": f"p{i}", "response": "r", "reward": i / 10,
+                                "source": "a" if i % 2 else "b", "profile": 1.0}) + "\n")
+    run = open_run(log)
+    want = run.samples.query("source == 'a'")
+    for where in ("source = 'a'", "Source = 'a' AND profile > 0", '"SOURCE" = \'a\''):
+        assert run.reward_histogram(where=where)["count"].sum() == len(want)
+        assert run.histograms(["reward"], where=where)["count"].sum() == len(want)
+        steps = run.sql(run.steps_sql(where=where))
+        assert steps["samples"].tolist() == want.groupby("step").size().tolist()
+        assert np.allclose(steps["reward_mean"], want.groupby("step")["reward"].mean())
