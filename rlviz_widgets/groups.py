@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .run import Run, std_sql
+from .run import Run, mean_sql, std_sql
 
 
 def _group_id(run: Run) -> str:
@@ -46,11 +46,11 @@ def _split_group(group: str) -> tuple[int, str]:
 
 def groups(run: Run, where: str = "") -> pd.DataFrame:
     """One row per group (a step's group id): step, prompt, size, reward mean / std / min / max / range, zero-spread."""
-    adv = ("avg(advantage) AS advantage_mean, min(advantage) AS advantage_min, max(advantage) AS advantage_max, "
-           if "advantage" in run.columns else "")
+    adv = (f"{mean_sql('advantage')} AS advantage_mean, min(advantage) AS advantage_min, "
+           "max(advantage) AS advantage_max, " if "advantage" in run.columns else "")
     df = run.sql(f"""
         SELECT {group_key(run)} AS "group", step, count(*) AS size,
-               avg(reward) AS reward_mean, {std_sql('reward')} AS reward_std, min(reward) AS reward_min,
+               {mean_sql('reward')} AS reward_mean, {std_sql('reward')} AS reward_std, min(reward) AS reward_min,
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
                count(*) > 1 AND coalesce(max(reward) = min(reward), true) AS zero_spread,
                {adv} any_value(prompt) AS prompt, list(sample_id ORDER BY sample_id) AS sample_ids
@@ -69,7 +69,7 @@ def group_samples(run: Run, group: str) -> pd.DataFrame:
 def prompt_history(run: Run, prompt: str) -> pd.DataFrame:
     """The same prompt followed across steps: per step its responses' count and reward statistics."""
     return run.sql(f"""
-        SELECT step, count(*) AS responses, avg(reward) AS reward_mean, {std_sql('reward')} AS reward_std,
+        SELECT step, count(*) AS responses, {mean_sql('reward')} AS reward_mean, {std_sql('reward')} AS reward_std,
                min(reward) AS reward_min, max(reward) AS reward_max, avg(n_tokens) AS length_mean,
                list(sample_id ORDER BY reward DESC NULLS LAST) AS sample_ids
         FROM samples WHERE prompt = ? GROUP BY step ORDER BY step""", [prompt])

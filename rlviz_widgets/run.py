@@ -80,21 +80,37 @@ def std_sql(x: str) -> str:
             f"ELSE stddev_pop({x} * {2.0 ** -600!r}) FILTER (WHERE isfinite({x})) * {2.0 ** 600!r} END")
 
 
+def mean_sql(x: str) -> str:
+    """SQL: the mean of ``x``, where values past 1e290 are scaled by 2**-600 first (exact), so that the mean of
+    finite values such as -1e308, -1e308, 1 is finite (their sum overflows a double)."""
+    return (f"CASE WHEN max(abs({x})) FILTER (WHERE isfinite({x})) < 1e290 THEN avg({x}) "
+            f"ELSE avg({x} * {2.0 ** -600!r}) * {2.0 ** 600!r} END")
+
+
 def _binning(lo: float, hi: float, bins: int):
     """(SQL of a column's bin numbers, a function giving the lower edge of bin numbers) for ``bins`` equal bins
     over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first; where the
     width would underflow (subnormal values: 0 and 5e-324), they are scaled by 2**600. Either is exact, so the bins
-    are those the unscaled values would have."""
+    are those the unscaled values would have. All values equal: bins of width 1, or wider where the value is too
+    big to tell v + 1 from v (1e16)."""
     f = 1.0 if math.isfinite(hi - lo) else 0.5
     if hi > lo and (hi - lo) / bins < sys.float_info.min:  # all such values are < 2**-938: x 2**600 stays finite
         f = 2.0**600
-    width = (hi * f - lo * f) / bins if hi > lo else 1.0
+    if hi > lo:
+        start, width = lo * f, (hi * f - lo * f) / bins
+    else:
+        width = max(1.0, abs(lo) * 2.0**-48)
+        start = lo if math.isfinite(lo + bins * width) else lo - bins * width  # near the largest double: below it
 
     def sql(column: str) -> str:
         value = column if f == 1.0 else f"({column} * {f!r}::DOUBLE)"
-        return f"least(floor(({value} - {lo * f!r}) / {width!r}), {bins - 1})::INTEGER"
+        guess = f"least(floor(({value} - {start!r}) / {width!r}), {bins - 1})"
+        # the guess checked against the edges reported: the quotient is rounded (in bins over -1e20..1e20,
+        # (-1 + 1e20) / 1e20 is 1.0, which put -1 into the bin [0, 1e20])
+        return (f"({guess} - ({value} < {start!r} + {guess} * {width!r})::INTEGER"
+                f" + ({guess} < {bins - 1} AND {value} >= {start!r} + ({guess} + 1) * {width!r})::INTEGER)::INTEGER")
 
-    return sql, lambda b: (lo * f + b * width) / f
+    return sql, lambda b: (start + b * width) / f
 
 
 def _number(x) -> float | None:
@@ -901,7 +917,7 @@ class Run:
         where = self._condition(where)
         aggs = []
         for out, col in STAT_COLUMNS.items():
-            aggs += [f"avg({col}) AS {out}_mean", f"{std_sql(col)} AS {out}_std",
+            aggs += [f"{mean_sql(col)} AS {out}_mean", f"{std_sql(col)} AS {out}_std",
                      f"min({col}) AS {out}_min", f"max({col}) AS {out}_max"]
             aggs.append(f"quantile_cont({col}, {list(QUANTILES)}) AS _q_{out}")  # one sort for all five
         unpack = ", ".join(f"_q_{out}[{k + 1}] AS {out}_p{round(q * 100):02d}"

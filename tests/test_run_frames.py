@@ -804,3 +804,49 @@ def test_a_where_naming_a_custom_text_column(tmp_path, open_run):
         steps = run.sql(run.steps_sql(where=where))
         assert steps["samples"].tolist() == want.groupby("step").size().tolist()
         assert np.allclose(steps["reward_mean"], want.groupby("step")["reward"].mean())
+
+
+def _rewards_log(tmp_path, rewards, **extra) -> Path:
+    log = tmp_path / "log"
+    log.mkdir()
+    with open(log / "r0.jsonl", "w") as f:
+        for i, r in enumerate(rewards):
+            f.write(json.dumps({"step": 0, "prompt": "p", "response": f"r{i}", "reward": r, **extra}) + "\n")
+    return log
+
+
+def test_means_of_huge_finite_values_stay_finite(tmp_path, open_run):
+    """The mean of -1e308, -1e308, 1 is about -6.7e307; avg() summed them in a double and gave -inf (below the
+    step's min), in the steps frame and in the GRPO groups."""
+    run = open_run(_rewards_log(tmp_path, [-1e308, -1e308, 1.0]))
+    want = (-1e308 / 3) * 2 + 1 / 3
+    assert run.steps["reward_mean"][0] == pytest.approx(want)
+    assert groups.groups(run)["reward_mean"][0] == pytest.approx(want)
+    assert run.steps["reward_min"][0] <= run.steps["reward_mean"][0] <= run.steps["reward_max"][0]
+
+
+@pytest.mark.parametrize("rewards,bins", [([-1e20, -1.0, 1e20], 2), ([-1e308, -1e-3, 5.0, 1e308], 2),
+                                          ([-1e20, -1.0, 0.0, 3.0, 1e20], 7)])
+def test_every_value_lies_within_its_bins_edges(tmp_path, open_run, rewards, bins):
+    """A value's bin was floor((v - lo) / width), rounded: (-1 + 1e20) / 1e20 is 1.0, so -1 was counted in the
+    bin [0, 1e20]. Counts now agree with numpy.histogram over the same edges."""
+    run = open_run(_rewards_log(tmp_path, rewards))
+    for h in (run.reward_histogram(bins=bins), run.histograms(["reward"], bins=bins)):
+        edges = np.append(h["bin_start"].to_numpy(), h["bin_end"].to_numpy()[-1]) if len(h) == bins else None
+        for _, row in h.iterrows():
+            last = row.bin == bins - 1
+            inside = [r for r in rewards if row.bin_start <= r < row.bin_end or (last and r == row.bin_end)]
+            assert row["count"] == len(inside), (row.to_dict(), rewards)
+        if edges is not None:
+            assert h["count"].tolist() == np.histogram(rewards, edges)[0].tolist()
+
+
+@pytest.mark.parametrize("value", [1e16, -1e308, 1.7976931348623157e308, 3.0])
+def test_all_equal_values_get_a_bin_of_positive_width(tmp_path, open_run, value):
+    """All values equal: bins of width 1, but 1e16 + 1 is 1e16, so the bin had zero width (not drawn)."""
+    run = open_run(_rewards_log(tmp_path, [value] * 3))
+    for h in (run.reward_histogram(bins=4), run.histograms(["reward"], bins=4)):
+        assert h["count"].sum() == 3
+        row = h[h["count"] > 0].iloc[0]
+        assert row.bin_start < row.bin_end and np.isfinite(row.bin_end)
+        assert row.bin_start <= value <= row.bin_end
