@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import duckdb
@@ -850,3 +851,28 @@ def test_all_equal_values_get_a_bin_of_positive_width(tmp_path, open_run, value)
         row = h[h["count"] > 0].iloc[0]
         assert row.bin_start < row.bin_end and np.isfinite(row.bin_end)
         assert row.bin_start <= value <= row.bin_end
+
+
+def test_sums_where_huge_values_cancel_keep_the_small_ones(tmp_path, open_run):
+    """A masked position filled with float32's lowest in one array only gives log-ratios of -3e38 and +3e38 in one
+    response: summed by reduceat's unrolled loop, the small terms were absorbed into the huge partial sums and the
+    sample's log_ratio_sum was 0, while tokens() showed terms summing to -5.25."""
+    log = tmp_path / "log"
+    log.mkdir()
+    lp, rp = [-3e38, -1.5, -3.0, -3.25, 0.75], [-0.5, -3e38, -1.25, 0.75, 0.25]
+    others = [{"logprobs": [-1.0, -2.0], "ref_logprobs": [-1.5, -1.0]}] * 3
+    recs = [*others[:2], {"logprobs": lp, "ref_logprobs": rp}, others[2]]
+    with open(log / "r0.jsonl", "w") as f:
+        for i, arrays in enumerate(recs):
+            f.write(json.dumps({"step": 0, "prompt": "p", "response": f"r{i}", "reward": 1.0,
+                                "response_tokens": [f"t{j}" for j in range(len(arrays["logprobs"]))],
+                                "values": [1e20, 1.0, -1e20][:len(arrays["logprobs"])], **arrays}) + "\n")
+    run = open_run(log)
+    s = run.samples.sort_values("line").reset_index(drop=True)
+    tokens = run.tokens(s["sample_id"].tolist())
+    for row in s.itertuples():
+        lr = tokens[tokens.sample_id == row.sample_id]["log_ratio"].to_numpy()
+        assert row.log_ratio_sum == math.fsum(lr) and row.log_ratio_mean == pytest.approx(math.fsum(lr) / len(lr))
+    assert s["log_ratio_sum"][2] == pytest.approx(-5.25)
+    assert s["value_mean"][2] == pytest.approx(1 / 3, rel=1e-6)  # 1e20, 1, -1e20 (float32): the 1 kept
+    assert s["log_ratio_sum"][0] == pytest.approx(-0.5)
