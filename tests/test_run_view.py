@@ -204,3 +204,52 @@ def test_a_view_shows_what_another_view_of_its_run_read_first(tmp_path, cache_di
     assert view_a.poll() is True  # the set read a's new line first
     assert view_a.table.row_count == 3 and view_a.step_slider.options[-1] == ("1", 1)
     assert view_a.poll() is False
+
+
+def wire_json(widget) -> str:
+    """The widget's synced state as Jupyter sends it: NaN and infinities are refused."""
+    return json.dumps(widget.get_state(), allow_nan=False, default=str)
+
+
+@pytest.mark.parametrize("rng", [{"reward": (float("inf"), None)}, {"steps": (float("-inf"), float("-inf"))},
+                                 {"reward": (None, float("-inf"))}, {"reward": (-1e300, 1e300)}])
+def test_brushes_carry_no_infinity(view, rng):
+    """An infinite end reached the chart's synced selections as Infinity (no JSON: the message is refused, or
+    sent with the string "inf"). Brush ends are clamped to the data now."""
+    view.filter(**rng)
+    wire_json(view.chart)
+    s = view.run.samples
+    for ext in (v["bin_start"] if "bin_start" in v else v["step"] for v in view.chart.selections.values() if v):
+        assert min(s.reward.min(), s.step.min()) <= ext[0] <= ext[1] <= max(s.reward.max(), s.step.max())
+
+
+def test_a_run_without_rewards_draws_no_reward_brush(tmp_path, cache_dir):
+    """min(reward) of a run without rewards is NULL: an open reward range put NaN into the chart's selections."""
+    log = tmp_path / "log"
+    log.mkdir()
+    rng = random.Random(1)
+    recs = [{k: v for k, v in make_record(rng, i // 4, i, 5, progress=0.5).items() if k != "reward"} for i in range(8)]
+    (log / "r0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    view.filter(reward=(None, 1.0), steps=(1, None))
+    wire_json(view.chart)
+    assert view.chart.selections["reward_brush"] is None and view.chart.selections["steps_brush"] == {"step": [1, 1]}
+
+
+def test_an_open_end_stays_open_when_the_other_brush_moves(logs, view):
+    """Dragging the reward brush read both brushes back: the step brush, drawn closed at the last step, closed the
+    user's open range (2, None), and steps appended later were filtered out. A poll redraws an open brush."""
+    view.filter(steps=(2, None))
+    sel = dict(view.chart.selections)
+    sel["reward_brush"] = {"bin_start": [-5.0, 5.0]}  # what the front end sends when the histogram is dragged
+    view.chart.selections = sel
+    assert view.steps == (2.0, None) and view.reward == (-5.0, 5.0)
+    rng = random.Random(0)
+    with open(sorted(logs.glob("*.jsonl"))[0], "a") as f:
+        for i in range(5):
+            f.write(json.dumps({**make_record(rng, 9, i, 6, progress=1.0), "reward": 0.0}) + "\n")
+    assert view.poll()
+    s = view.run.samples
+    assert view.table.row_count == int(((s.step >= 2) & s.reward.between(-5, 5)).sum())
+    assert view.chart.selections["steps_brush"] == {"step": [2.0, 9.0]}
+    assert view.steps == (2.0, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pandas as pd
@@ -37,9 +38,11 @@ class ChartWidget(RpcWidget):
         return (float(min(ext)), float(max(ext))) if ext and len(ext) == 2 else None
 
     def set_interval(self, param: str, field: str, extent: tuple[float, float] | None) -> None:
-        """Move (or clear, with None) a brush from Python."""
+        """Move (or clear, with None) a brush from Python. An extent that is not two finite numbers clears it: NaN
+        and infinities are no JSON (Jupyter's messages refuse them)."""
         sel = dict(self.selections or {})
-        sel[param] = None if extent is None else {field: [float(extent[0]), float(extent[1])]}
+        ext = None if extent is None else [float(extent[0]), float(extent[1])]
+        sel[param] = {field: ext} if ext is not None and all(map(math.isfinite, ext)) else None
         if sel != self.selections:
             self.selections = sel
 

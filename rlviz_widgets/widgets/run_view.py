@@ -221,12 +221,7 @@ class RunView(W.VBox):
     @traitlets.observe("steps", "reward", "where")
     def _on_filters(self, change) -> None:
         if not self._syncing:  # a change from Python: move the brushes
-            self._syncing = True
-            try:
-                self.chart.set_interval(charts.STEPS_BRUSH, "step", self._full(self.steps, "step"))
-                self.chart.set_interval(charts.REWARD_BRUSH, "bin_start", self._full(self.reward, "reward"))
-            finally:
-                self._syncing = False
+            self._draw_brushes()
         if change["name"] == "steps":
             self._sync_slider()
         self.table.where = self.condition
@@ -255,13 +250,14 @@ class RunView(W.VBox):
     def _on_brush(self, change) -> None:
         if self._syncing:
             return
+        old, new = change["old"] or {}, change["new"] or {}
         self._syncing = True
         try:
-            steps = self.chart.interval(charts.STEPS_BRUSH, "step")
-            reward = self.chart.interval(charts.REWARD_BRUSH, "bin_start")
-            with self.hold_trait_notifications():
-                self.steps = steps
-                self.reward = reward
+            with self.hold_trait_notifications():  # only the brush that moved: an open end of the other stays open
+                if old.get(charts.STEPS_BRUSH) != new.get(charts.STEPS_BRUSH):
+                    self.steps = self.chart.interval(charts.STEPS_BRUSH, "step")
+                if old.get(charts.REWARD_BRUSH) != new.get(charts.REWARD_BRUSH):
+                    self.reward = self.chart.interval(charts.REWARD_BRUSH, "bin_start")
         finally:
             self._syncing = False
 
@@ -424,6 +420,8 @@ class RunView(W.VBox):
             finally:
                 self._syncing = False
         self._header.value = self._header_html()
+        if any(r is not None and None in r for r in (self.steps, self.reward)):
+            self._draw_brushes()  # an open end reaches the new data
         self.chart.refresh_view()
         self.table.reload()
         self.strip.refresh_view()
@@ -471,16 +469,28 @@ class RunView(W.VBox):
 
     # -- pieces ------------------------------------------------------------------------------------
     def _full(self, rng, kind: str):
-        """A range with open ends filled from the data, for drawing a brush."""
+        """A range with open ends filled from the data, for drawing a brush: ends clamped to the data (an end at
+        infinity is no number JSON can carry), None where the data has no range (no rewards at all)."""
         if rng is None:
             return None
+        col = "step" if kind == "step" else "reward"
+        dmin, dmax = self.run.sql(f"select min({col}) FILTER (WHERE isfinite({col})) lo, "
+                                  f"max({col}) FILTER (WHERE isfinite({col})) hi from _nums").iloc[0]
+        if pd.isna(dmin) or pd.isna(dmax):
+            return None
         lo, hi = rng
-        if lo is None or hi is None:
-            col = "step" if kind == "step" else "reward"
-            dmin, dmax = self.run.sql(f"select min({col}) lo, max({col}) hi from _nums").iloc[0]
-            lo = float(dmin) if lo is None else lo
-            hi = float(dmax) if hi is None else hi
+        lo = float(dmin) if lo is None else min(max(lo, float(dmin)), float(dmax))
+        hi = float(dmax) if hi is None else min(max(hi, float(dmin)), float(dmax))
         return (lo, hi)
+
+    def _draw_brushes(self) -> None:
+        """The brushes moved to the ranges (from Python, or open ends after the data grew)."""
+        self._syncing = True
+        try:
+            self.chart.set_interval(charts.STEPS_BRUSH, "step", self._full(self.steps, "step"))
+            self.chart.set_interval(charts.REWARD_BRUSH, "bin_start", self._full(self.reward, "reward"))
+        finally:
+            self._syncing = False
 
     def _spec(self) -> dict:
         return charts.run_spec(metric=self.kl_metric.value if hasattr(self, "kl_metric") else "kl_mean",
