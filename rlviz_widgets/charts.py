@@ -34,8 +34,11 @@ def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = Fals
         s = std.fillna(0.0) * band
         rows.append(pd.DataFrame({"step": steps["step"], "series": series, "run": run, "mean": m,
                                   "lo": m - s, "hi": m + s}))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        columns=["step", "series", "run", "mean", "lo", "hi"])
+    if rows:
+        return pd.concat(rows, ignore_index=True)
+    # typed: a concat with an untyped empty frame is all object, and the chart would get its numbers as text
+    types = {"step": "int64", "series": "object", "run": "object", "mean": "float64", "lo": "float64", "hi": "float64"}
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
 
 
 def steps_frame(steps: pd.DataFrame, run: str = "") -> pd.DataFrame:

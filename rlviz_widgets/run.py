@@ -113,6 +113,16 @@ def _binning(lo: float, hi: float, bins: int):
     return sql, lambda b: (start + b * width) / f
 
 
+_BIN_TYPES = {"step": "int64", "step_end": "int64", "bin": "int64", "bin_start": "float64", "bin_end": "float64",
+              "count": "int64"}
+
+
+def _no_bins(columns: list[str]) -> pd.DataFrame:
+    """An empty histogram with its columns' types: untyped (object) columns made every column of a concat with
+    it object, and the chart got its numbers as text."""
+    return pd.DataFrame({c: pd.Series(dtype=_BIN_TYPES.get(c, "object")) for c in columns})
+
+
 def _number(x) -> float | None:
     """``x`` as a float if it is a number (numpy's, Decimal, Fraction...), else None (text and booleans are not)."""
     if isinstance(x, (str, bytes, bool, np.bool_)):
@@ -954,7 +964,7 @@ class Run:
         lo, hi = self._execute(f"SELECT min({c}), max({c}) FROM {src} WHERE isfinite({c})").fetchall()[0]
         cols = ["step", "bin", "bin_start", "bin_end", "count"]
         if lo is None:
-            return pd.DataFrame(columns=cols)
+            return _no_bins(cols)
         bin_sql, edge = _binning(lo, hi, bins)
         cond = f"isfinite({c})" + (f" AND {where}" if where else "")
         df = self._execute(f"""
@@ -982,7 +992,7 @@ class Run:
         bins = _bin_count(bins)
         self._check_numeric(cols)
         if not cols:
-            return pd.DataFrame(columns=out_cols)
+            return _no_bins(out_cols)
         where = self._condition(where)
         cond = f"WHERE {where}" if where else ""
         rng = ", ".join(f'min("{c}") FILTER (WHERE isfinite("{c}")), max("{c}") FILTER (WHERE isfinite("{c}"))'
@@ -990,7 +1000,7 @@ class Run:
         src = self._numeric(where)
         vals = [v for v in self._execute(f"SELECT {rng} FROM {src} {cond}").fetchall()[0] if v is not None]
         if not vals:
-            return pd.DataFrame(columns=out_cols)
+            return _no_bins(out_cols)
         lo, hi = min(vals), max(vals)
         steps = self.step_values
         if max_steps and len(steps) > max_steps:

@@ -138,3 +138,12 @@ def run_benchmark(script: str, *args: str, timeout: float) -> str:
                           capture_output=True, text=True, cwd=ROOT, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
+
+
+def call(widget, method, **params):
+    """Send one rpc request the way the front end does; returns (content, buffers) of the answer."""
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append((content, buffers or []))
+    widget._on_rpc(widget, {"type": "rpc", "id": "t1", "method": method, "params": params}, [])
+    assert len(sent) == 1 and sent[0][0]["id"] == "t1"
+    return sent[0]

@@ -9,6 +9,7 @@ import random
 import pandas as pd
 import pytest
 import traitlets
+from conftest import call
 
 import rlviz_widgets as rw
 from rlviz_widgets.synth import make_record, write_log
@@ -253,3 +254,26 @@ def test_an_open_end_stays_open_when_the_other_brush_moves(logs, view):
     assert view.table.row_count == int(((s.step >= 2) & s.reward.between(-5, 5)).sum())
     assert view.chart.selections["steps_brush"] == {"step": [2.0, 9.0]}
     assert view.steps == (2.0, None)
+
+
+def test_chart_data_are_numbers_where_a_histogram_or_a_curve_is_empty(tmp_path, cache_dir):
+    """A run with ref_reward but no reward has no reward_gap histogram: its empty frame was untyped, so the concat
+    with the others made every column object and the chart got step, bins and counts as text ("10" < "9"). The
+    same for a set whose one run has no reward curve."""
+    def numbers_only(datasets):
+        for name, cols in datasets.items():
+            for col, values in cols.items():
+                if col not in ("column", "series", "run"):
+                    assert not any(isinstance(v, str) for v in values), (name, col, values[:3])
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "r0.jsonl").write_text("".join(json.dumps({"step": i // 2, "prompt": "p", "response": "r", "ref_response": "x",
+                                                    "ref_reward": i * 0.5}) + "\n" for i in range(6)))
+    write_log(b, steps=3, samples_per_step=4, tokens=4, ranks=1, seed=1)
+    for source in (a, {"a": a, "b": b}):
+        view = rw.RunView(source, cache_dir=cache_dir, progress=False)
+        content, _ = call(view.chart, "data")
+        data = content["result"]["datasets"]
+        assert data["hist"]["count"] and data["curves"]["mean"]
+        numbers_only(data)

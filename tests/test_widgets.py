@@ -8,18 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import traitlets
+from conftest import call
 
 import rlviz_widgets as rw
 from rlviz_widgets.synth import write_log, write_sample_log
-
-
-def call(widget, method, **params):
-    """Send one rpc request the way the front end does; returns (content, buffers) of the answer."""
-    sent = []
-    widget.send = lambda content, buffers=None: sent.append((content, buffers or []))
-    widget._on_rpc(widget, {"type": "rpc", "id": "t1", "method": method, "params": params}, [])
-    assert len(sent) == 1 and sent[0][0]["id"] == "t1"
-    return sent[0]
 
 
 def state_bytes(widget) -> int:
