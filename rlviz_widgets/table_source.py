@@ -18,6 +18,7 @@ DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_g
                    "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
+FRAME_ROW = "__frame_row"  # a DataFrame's row position, beside its numbers
 SEARCH_COLUMNS = ("prompt", "response", "ref_response")
 # DuckDB types a DataFrame's column may have that sort, filter and bin as numbers (times, enums, bytes do not)
 _NUMBER_TYPE = re.compile(r"(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|DECIMAL\(.*\)|BOOLEAN)")
@@ -30,7 +31,8 @@ def _q(name: str) -> str:
 class TableSource:
     """Pages over a relation with a ``sample_id`` column."""
 
-    def __init__(self, cursor: Callable[[], duckdb.DuckDBPyConnection], full: str, nums: str, rows_fn=None):
+    def __init__(self, cursor: Callable[[], duckdb.DuckDBPyConnection], full: str, nums: str, rows_fn=None,
+                 natural_order: str | None = None):
         self._cursor = cursor  # a run's cursors must come from it (they are given its token files)
         self._tag = f"_table_filter_{id(self):x}"  # several tables may share one run's database
         self.full = full  # relation with every column (texts too)
@@ -47,7 +49,9 @@ class TableSource:
         self._order_key: tuple | None = None
         self._order = None
         # the log's own order where there is one, else sample_id
-        self._natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else "sample_id"
+        if natural_order is None:  # a run's: the log's order
+            natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else "sample_id"
+        self._natural_order = natural_order
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -71,9 +75,11 @@ class TableSource:
         con.unregister("_frame")
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
                 if _NUMBER_TYPE.fullmatch(t)]
-        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)} FROM samples")
+        # the frame's own row order, for a table that is not sorted (as a run's shows the log's order)
+        row = f", rowid AS {FRAME_ROW}" if FRAME_ROW not in df.columns else ""  # (a column of that name: rare)
+        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)}{row} FROM samples")
         con.execute("SET lock_configuration = true")  # as a run's: a filter cannot turn on logging to a file
-        return cls(con.cursor, "samples", "_nums")
+        return cls(con.cursor, "samples", "_nums", natural_order=FRAME_ROW if row else "sample_id")
 
     # -- columns -----------------------------------------------------------------------------
     def default_columns(self) -> list[str]:

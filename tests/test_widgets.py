@@ -170,3 +170,18 @@ def test_state_stays_small_on_a_million_samples(tmp_path, open_run):
     assert state_bytes(table) < 100_000
     frame_table = rw.SampleTable(pd.DataFrame({"reward": np.random.default_rng(0).normal(size=1_000_000)}))
     assert frame_table.row_count == 1_000_000 and state_bytes(frame_table) < 100_000
+
+
+def test_a_frames_table_keeps_the_frames_order_until_sorted(run):
+    """Unsorted, a table over a DataFrame listed rows by sample_id: neither the frame's order (a frame the user
+    sorted showed unsorted) nor the log's (a run's frame listed rank 0's samples of every step first)."""
+    df = run.samples.sort_values("reward", ascending=False).head(40)
+    table = rw.SampleTable(df)
+    assert call(table, "rows", offset=0, limit=40)[0]["result"]["ids"] == df.sample_id.tolist()
+    table.where = "reward > 0"
+    kept = df[df.reward > 0].sample_id.tolist()
+    assert call(table, "rows", offset=0, limit=40)[0]["result"]["ids"] == kept
+    table.sort_by = "sample_id"
+    assert call(table, "rows", offset=0, limit=40)[0]["result"]["ids"] == sorted(kept)
+    odd = rw.SampleTable(pd.DataFrame({"__frame_row": [3, 1, 2], "reward": [1.0, 2.0, 3.0]}))
+    assert call(odd, "rows", offset=0, limit=5)[0]["result"]["ids"] == [0, 1, 2]
