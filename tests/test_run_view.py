@@ -277,3 +277,32 @@ def test_chart_data_are_numbers_where_a_histogram_or_a_curve_is_empty(tmp_path, 
         data = content["result"]["datasets"]
         assert data["hist"]["count"] and data["curves"]["mean"]
         numbers_only(data)
+
+
+def test_a_picked_group_stays_picked_as_the_run_grows(tmp_path, cache_dir):
+    """The group table's row ids were positions in groups(run): a late line of an earlier step (a group sorting
+    before the picked one) shifted them, and after a poll the table named another group than the detail."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    path = log / "rank0.jsonl"
+    with open(path, "w") as f:
+        for step in range(3):
+            for g in ("b", "c"):
+                for k in range(2):
+                    f.write(json.dumps({"step": step, "prompt": f"q{g}", "response": f"r{k}", "reward": k + step,
+                                        "uid": g}) + "\n")
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    view.tabs.selected_index = 1  # the GRPO tab
+    table = view.group_table
+    frame = table._data
+    table.selected_ids = frame.loc[frame["group"] == "1:c", "sample_id"].tolist()
+    assert "1:c" in view.group_detail.value
+    with open(path, "a") as f:  # a late line: group a of step 0, and a third response of the picked group
+        f.write(json.dumps({"step": 0, "prompt": "qa", "response": "late", "reward": 0.5, "uid": "a"}) + "\n")
+        f.write(json.dumps({"step": 1, "prompt": "qc", "response": "third", "reward": 9, "uid": "c"}) + "\n")
+    assert view.poll()
+    assert table.selected["group"].tolist() == ["1:c"] and "1:c" in view.group_detail.value
+    assert "third" in view.group_detail.value
+    assert len(table._data) == 7 and table._data["sample_id"].is_unique
+    table.selected_ids = table._data.loc[table._data["group"] == "0:a", "sample_id"].tolist()
+    assert "0:a" in view.group_detail.value and "late" in view.group_detail.value

@@ -310,6 +310,7 @@ class RunView(W.VBox):
         tabs.observe(self._on_tab, "selected_index")
         self.tabs = tabs
         self.group_table = None
+        self._group_ids: dict[str, int] = {}  # group name -> its row id in the group table
         return tabs
 
     @property
@@ -325,7 +326,10 @@ class RunView(W.VBox):
 
     def _groups_frame(self) -> pd.DataFrame:
         df = self.groups.drop(columns=["sample_ids"]).copy()
-        df.insert(0, "sample_id", range(len(df)))  # the table's row id: the group's position
+        # the table's row id: a number per group name, kept across polls (a position would name another group
+        # once groups sorting before it appear, and the pick would move)
+        ids = self._group_ids
+        df.insert(0, "sample_id", [ids.setdefault(g, len(ids)) for g in df["group"]])
         return df
 
     def _build_groups(self) -> None:
@@ -363,7 +367,13 @@ class RunView(W.VBox):
             self.group_detail.value = ""
             self.group_strip.layout.display = "none"
             return
-        row = self.groups.iloc[int(change["new"][-1])]
+        names = [g for g, i in self._group_ids.items() if i == int(change["new"][-1])]
+        rows = self.groups[self.groups["group"].isin(names)]
+        if not len(rows):  # gone (the log was rewritten)
+            self.group_detail.value = ""
+            self.group_strip.layout.display = "none"
+            return
+        row = rows.iloc[0]
         members = groupsmod.group_samples(self.run, row["group"])
         cards = []
         for _, r in members.iterrows():
@@ -429,6 +439,7 @@ class RunView(W.VBox):
         if self.group_table is not None:
             self.group_table.replace_data(self._groups_frame())
             self.group_summary.value = self._groups_summary()
+            self._on_group_pick({"new": self.group_table.selected_ids})  # the picked group may have grown
         self._on_count()
         for name in ("filtered", "selected", "selected_tokens"):
             self._refresh_frame(name)
