@@ -306,3 +306,19 @@ def test_a_picked_group_stays_picked_as_the_run_grows(tmp_path, cache_dir):
     assert len(table._data) == 7 and table._data["sample_id"].is_unique
     table.selected_ids = table._data.loc[table._data["group"] == "0:a", "sample_id"].tolist()
     assert "0:a" in view.group_detail.value and "late" in view.group_detail.value
+
+
+def test_a_value_a_part_refuses_is_refused_by_the_view(view):
+    """selected_ids and color_by are linked to the table's and the strip's, which check them: the view had no
+    check, so after the part's TraitError the view kept the refused value and disagreed with its parts."""
+    view.selected_ids = view.run.samples.sample_id.head(2).tolist()
+    before = list(view.selected_ids)
+    too_many = list(range(6000))
+    with pytest.raises(traitlets.TraitError, match="at most"):
+        view.selected_ids = too_many
+    assert view.selected_ids == view.table.selected_ids == before and len(view.selected) == 2
+    with pytest.raises(traitlets.TraitError, match="color_by"):
+        view.color_by = "nope"
+    assert view.color_by == view.strip.color_by == "kl"
+    view.selected_ids = [before[0], before[0], before[1]]  # the table's own cleaning (duplicates) applies here too
+    assert view.selected_ids == view.table.selected_ids == before

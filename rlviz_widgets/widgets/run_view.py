@@ -218,6 +218,14 @@ class RunView(W.VBox):
     def _check_range(self, proposal):
         return _range(proposal["value"], proposal["trait"].name)
 
+    @traitlets.validate("selected_ids", "color_by", "search")
+    def _check_linked(self, proposal):
+        """As the linked part takes it: a value the part refuses is refused here too (it stayed on the view while
+        the part kept the old one, and the two disagreed)."""
+        name = proposal["trait"].name
+        part = getattr(self, "strip" if name == "color_by" else "table", None)
+        return proposal["value"] if part is None else part.traits()[name]._validate(part, proposal["value"])
+
     @traitlets.observe("steps", "reward", "where")
     def _on_filters(self, change) -> None:
         if not self._syncing:  # a change from Python: move the brushes
