@@ -1,7 +1,8 @@
 """Derived metrics: per token, then reduced per sample (numpy over Arrow lists, no Python loops).
 
 Per token: log_ratio = logprob - ref_logprob; kl = exp(log_ratio) - 1 - log_ratio (the k3
-estimator, never negative); prob = exp(logprob); ref_prob = exp(ref_logprob). Per sample:
+estimator, never negative: computed so that it stays so near 0); prob = exp(logprob);
+ref_prob = exp(ref_logprob). Per sample:
 the token count, mean and sum of log_ratio and kl, mean logprob, mean value, summed token reward.
 """
 
@@ -130,8 +131,9 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
             pos = np.arange(offs[-1]) - offs[row]
             lr = np.subtract(lp[lo[row] + pos], rp[ro[row] + pos], dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            kl = np.exp(lr, out=_doubles(len(lr), 1))  # exp(lr) - 1 - lr, in place: one array, not three
-            kl -= 1
+            # exp(lr) - 1 - lr as expm1(lr) - lr: the first form loses every digit for |lr| < 1e-7 (a confident
+            # token), even below 0. In place: one array, not three
+            kl = np.expm1(lr, out=_doubles(len(lr), 1))
             kl -= lr
         s, n = _segment(lr, offs)
         out["log_ratio_mean"], out["log_ratio_sum"] = _mean(s, n), np.where(n > 0, s, np.nan)
@@ -163,6 +165,8 @@ def per_token_sql(prefix: str = "") -> str:
     p = prefix
     # in double precision, as per_sample does: a float32 difference would round log_ratio (and kl) differently
     lr = f"({p}logprob::DOUBLE - {p}ref_logprob::DOUBLE)"
+    # DuckDB has no expm1: near 0, where exp(lr) - 1 - lr cancels, its Taylor series (exact to ~1e-11 there)
+    taylor = f"{lr} * {lr} * (0.5 + {lr} * ({1 / 6!r} + {lr} * ({1 / 24!r} + {lr} * {1 / 120!r})))"
     return (f"{lr} AS log_ratio, "
-            f"exp({lr}) - 1 - {lr} AS kl, "
+            f"CASE WHEN abs({lr}) < 1e-3 THEN {taylor} ELSE exp({lr}) - 1 - {lr} END AS kl, "
             f"exp({p}logprob) AS prob, exp({p}ref_logprob) AS ref_prob")

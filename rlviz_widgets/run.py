@@ -110,7 +110,9 @@ def _binning(lo: float, hi: float, bins: int):
         return (f"({guess} - ({value} < {start!r} + {guess} * {width!r})::INTEGER"
                 f" + ({guess} < {bins - 1} AND {value} >= {start!r} + ({guess} + 1) * {width!r})::INTEGER)::INTEGER")
 
-    return sql, lambda b: (start + b * width) / f
+    top = hi if hi > lo else (start + bins * width) / f  # the last edge is the largest value, not short of it
+
+    return sql, lambda b: np.where(b >= bins, top, (start + b * width) / f)
 
 
 _BIN_TYPES = {"step": "int64", "step_end": "int64", "bin": "int64", "bin_start": "float64", "bin_end": "float64",
@@ -1003,23 +1005,29 @@ class Run:
             return _no_bins(out_cols)
         lo, hi = min(vals), max(vals)
         steps = self.step_values
+        starts = steps  # the steps (or buckets' first steps) rows are named by
+        if where:  # on the samples' own steps, before any bucketing
+            src = f"(SELECT * FROM {src} WHERE {where})"
         if max_steps and len(steps) > max_steps:
-            edges = steps[:: -(-len(steps) // max_steps)]
+            starts = steps[:: -(-len(steps) // max_steps)]
             # each step -> the first step of its bucket, as a small table joined by hash
-            first_of = {s: edges[min(bisect.bisect_right(edges, s), len(edges)) - 1] for s in steps}
+            first_of = {s: starts[min(bisect.bisect_right(starts, s), len(starts)) - 1] for s in steps}
             pairs = ", ".join(f"({int(s)}, {int(f)})" for s, f in first_of.items())
             src = (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
                    f"JOIN (VALUES {pairs}) b(s, first) ON x.step = b.s)")
         bin_sql, edge = _binning(lo, hi, bins)
         unions = " UNION ALL ".join(
             f"""SELECT {extra}'{c}' AS "column", step, {bin_sql(f'"{c}"')} AS bin
-                FROM {src} WHERE isfinite("{c}") {('AND ' + where) if where else ''}""" for c in cols)
+                FROM {src} WHERE isfinite("{c}")""" for c in cols)
         df = self._execute(f"""SELECT {extra}"column", step, bin, count(*) AS count FROM ({unions})
                                    GROUP BY ALL ORDER BY ALL""").df()
+        if df.empty:
+            return _no_bins(out_cols)
         df["bin_start"], df["bin_end"] = edge(df["bin"]), edge(df["bin"] + 1)
-        ordered = sorted(set(df["step"]))
-        nxt = dict(zip(ordered, ordered[1:] + [ordered[-1] + (ordered[-1] - ordered[-2] if len(ordered) > 1 else 1)]))
-        df["step_end"] = df["step"].map(nxt)
+        # a row spans its step (bucket) up to the run's next one; the last one a typical gap past the run's last
+        # step (a bucket of steps 9 and 100 ends past 100)
+        last = steps[-1] + (int(np.median(np.diff(steps))) if len(steps) > 1 else 1)
+        df["step_end"] = df["step"].map(dict(zip(starts, [*starts[1:], last])))
         return df[out_cols]
 
     def _check_numeric(self, columns: list[str]) -> None:

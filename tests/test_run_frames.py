@@ -827,7 +827,7 @@ def test_means_of_huge_finite_values_stay_finite(tmp_path, open_run):
 
 
 @pytest.mark.parametrize("rewards,bins", [([-1e20, -1.0, 1e20], 2), ([-1e308, -1e-3, 5.0, 1e308], 2),
-                                          ([-1e20, -1.0, 0.0, 3.0, 1e20], 7)])
+                                          ([-1e20, -1.0, 0.0, 3.0, 1e20], 7), ([-9e15, 0.0, 123456.789], 3)])
 def test_every_value_lies_within_its_bins_edges(tmp_path, open_run, rewards, bins):
     """A value's bin was floor((v - lo) / width), rounded: (-1 + 1e20) / 1e20 is 1.0, so -1 was counted in the
     bin [0, 1e20]. Counts now agree with numpy.histogram over the same edges."""
@@ -840,6 +840,7 @@ def test_every_value_lies_within_its_bins_edges(tmp_path, open_run, rewards, bin
             assert row["count"] == len(inside), (row.to_dict(), rewards)
         if edges is not None:
             assert h["count"].tolist() == np.histogram(rewards, edges)[0].tolist()
+        assert h["bin_end"].max() == max(rewards)  # not short of it (lo + bins * width rounds)
 
 
 @pytest.mark.parametrize("value", [1e16, -1e308, 1.7976931348623157e308, 3.0])
@@ -876,3 +877,47 @@ def test_sums_where_huge_values_cancel_keep_the_small_ones(tmp_path, open_run):
     assert s["log_ratio_sum"][2] == pytest.approx(-5.25)
     assert s["value_mean"][2] == pytest.approx(1 / 3, rel=1e-6)  # 1e20, 1, -1e20 (float32): the 1 kept
     assert s["log_ratio_sum"][0] == pytest.approx(-0.5)
+
+
+def _steps_log(tmp_path, steps, **fields) -> Path:
+    log = tmp_path / "steps_log"
+    log.mkdir()
+    with open(log / "r0.jsonl", "w") as f:
+        for s in steps:
+            f.write(json.dumps({"step": s, "prompt": "p", "response": "r", "reward": 10.0 * s, **fields}) + "\n")
+    return log
+
+
+def test_bucketed_histograms_filter_on_the_samples_own_steps(tmp_path, open_run):
+    """With max_steps, a where on step was applied to the bucket's first step: step 3 passed "step <= 2" (its
+    bucket is named 2) and was counted outside the edges; "step = 1" matched no bucket and raised IndexError."""
+    run = open_run(_steps_log(tmp_path, [0, 1, 2, 3]))
+    h = run.histograms(["reward"], bins=2, where="step <= 2", max_steps=2)
+    assert h["count"].sum() == 3 and h["bin_end"].max() == 20.0
+    assert h.groupby("step")["count"].sum().to_dict() == {0: 2, 2: 1}
+    h = run.histograms(["reward"], bins=2, where="step = 1", max_steps=2)
+    assert h[["step", "step_end", "count"]].values.tolist() == [[0, 2, 1]]
+    assert run.histograms(["reward"], bins=2, where="step > 99", max_steps=2).empty
+
+
+def test_the_last_steps_bar_ends_past_its_steps(tmp_path, open_run):
+    """The last bucket (steps 9 and 100, after an evaluation-like gap) ended at 12: step 100 was drawn over
+    [9, 12). It ends a typical gap past the run's last step now, bucketed or not."""
+    run = open_run(_steps_log(tmp_path, [*range(10), 100]))
+    h = run.histograms(["reward"], max_steps=5)
+    assert h.groupby("step")["step_end"].first().to_dict() == {0: 3, 3: 6, 6: 9, 9: 101}
+    h = run.histograms(["reward"])
+    assert h.groupby("step")["step_end"].first().to_dict() == {**{s: s + 1 for s in range(9)}, 9: 100, 100: 101}
+
+
+def test_kl_of_confident_tokens_is_never_negative(tmp_path, open_run):
+    """exp(r) - 1 - r loses every digit for |r| < 1e-7 (log-probs of confident tokens): a kl of -1.4e-45 came
+    out, and noise instead of r**2 / 2."""
+    lp, rp = [-1e-07, 1.5e-45, -0.3, -2e-4], [-2e-07, 0.0, -0.1, -1e-4]
+    run = open_run(_steps_log(tmp_path, [0], logprobs=lp, ref_logprobs=rp, response_tokens=list("abcd")))
+    t = run.tokens(run.samples.sample_id.tolist())
+    r = f32(lp).astype(np.float64) - f32(rp).astype(np.float64)
+    want = np.array([math.expm1(x) - x if abs(x) > 1e-3 else x * x / 2 + x ** 3 / 6 + x ** 4 / 24 for x in r])
+    assert (t["kl"] >= 0).all() and np.allclose(t["kl"], want, rtol=1e-8, atol=0)
+    s = run.samples.iloc[0]
+    assert s.kl_sum >= 0 and s.kl_sum == pytest.approx(want.sum(), rel=1e-8)
