@@ -20,6 +20,7 @@ from .token_strip import TokenStrip
 
 _UNSET = object()
 MAX_HIST_STEPS = 200
+MAX_CURVE_STEPS = 1000  # points per curve at most (a few per pixel): the chart's data stay small on any run
 
 
 def _range(value, name: str):
@@ -517,6 +518,10 @@ class RunView(W.VBox):
 
     def _datasets(self) -> dict[str, pd.DataFrame]:
         per_run = {name: r.steps for name, r in self.run.runs.items()} if self._runs else {"": self.run.steps}
+        values = self.run.step_values
+        if len(values) > MAX_CURVE_STEPS:  # a long run: its curves in buckets of steps, as the heat map's
+            starts = values[:: -(-len(values) // MAX_CURVE_STEPS)]
+            per_run = {name: charts.bucket_steps(st, starts) for name, st in per_run.items()}
         curves = pd.concat([charts.curves_frame(st, self.band.value, self.zero_shift.value, run=name)
                             for name, st in per_run.items()], ignore_index=True)
         stats = pd.concat([charts.steps_frame(st, run=name) for name, st in per_run.items()], ignore_index=True)
