@@ -489,8 +489,8 @@ class RunView(W.VBox):
 
     # -- pieces ------------------------------------------------------------------------------------
     def _full(self, rng, kind: str):
-        """A range with open ends filled from the data, for drawing a brush: ends clamped to the data (an end at
-        infinity is no number JSON can carry), None where the data has no range (no rewards at all)."""
+        """A range with open ends filled from the data, for drawing a brush (an end at infinity is no number JSON
+        can carry); None where the data has no range (no rewards at all)."""
         if rng is None:
             return None
         col = "step" if kind == "step" else "reward"
@@ -499,8 +499,14 @@ class RunView(W.VBox):
         if pd.isna(dmin) or pd.isna(dmax):
             return None
         lo, hi = rng
-        lo = float(dmin) if lo is None else min(max(lo, float(dmin)), float(dmax))
-        hi = float(dmax) if hi is None else min(max(hi, float(dmin)), float(dmax))
+        if lo == math.inf:  # keeps nothing: a brush just past the data (a finite number), over no value
+            lo = hi = math.nextafter(float(dmax), math.inf)
+        elif hi == -math.inf:
+            lo = hi = math.nextafter(float(dmin), -math.inf)
+        # an open end filled from the data stays on the far side of the given one ((100, None) on steps 0..2 is
+        # [100, 100], not [100, 2], which covers step 2)
+        lo = min(float(dmin), hi) if lo is None else float(lo)
+        hi = max(float(dmax), lo) if hi is None else float(hi)
         return (lo, hi)
 
     def _draw_brushes(self) -> None:
