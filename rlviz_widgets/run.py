@@ -1057,7 +1057,8 @@ class Run:
     def rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """The samples rows of the given ids, in that order (fast: reads only their row groups)."""
         ids = self._in_run(_id_list(sample_ids))
-        unknown = [c for c in columns or () if c not in self.columns]
+        known = set(self.columns) if columns else set()  # one DESCRIBE, not one per column (a page asks ~15)
+        unknown = [c for c in columns or () if c not in known]
         if unknown:
             raise KeyError(f"no column {', '.join(map(repr, unknown))} in samples; columns: {', '.join(self.columns)}")
         cols = ", ".join(f'"{c}"' for c in columns) if columns else "* EXCLUDE (file_no)"
