@@ -91,16 +91,19 @@ def _binning(lo: float, hi: float, bins: int):
     """(SQL of a column's bin numbers, a function giving the lower edge of bin numbers) for ``bins`` equal bins
     over [lo, hi]. Where hi - lo overflows a double (values of -1e308 and 1e308), values are halved first; where the
     width would underflow (subnormal values: 0 and 5e-324), they are scaled by 2**600. Either is exact, so the bins
-    are those the unscaled values would have. All values equal: bins of width 1, or wider where the value is too
-    big to tell v + 1 from v (1e16)."""
+    are those the unscaled values would have. All values equal: bins of width 1. A width under a few ulps of the
+    values (1e16 and 1e16 + 2 in 30 bins, or 1e16 alone) would give bins whose edges are equal: it is widened."""
     f = 1.0 if math.isfinite(hi - lo) else 0.5
     if hi > lo and (hi - lo) / bins < sys.float_info.min:  # all such values are < 2**-938: x 2**600 stays finite
         f = 2.0**600
-    if hi > lo:
-        start, width = lo * f, (hi * f - lo * f) / bins
-    else:
-        width = max(1.0, abs(lo) * 2.0**-48)
-        start = lo if math.isfinite(lo + bins * width) else lo - bins * width  # near the largest double: below it
+    start, width = lo * f, ((hi * f - lo * f) / bins if hi > lo else 1.0)
+    top = hi  # the last edge is the largest value, not short of it (lo + bins * width rounds)
+    least = 4 * math.ulp(max(abs(lo), abs(hi)) * f)
+    if hi == lo or width < least:
+        width, top = max(width, least), None
+        if not math.isfinite(start + bins * width):  # near the largest double: the bins end at it
+            start = hi * f - bins * width
+        top = (start + bins * width) / f
 
     def sql(column: str) -> str:
         value = column if f == 1.0 else f"({column} * {f!r}::DOUBLE)"
@@ -109,8 +112,6 @@ def _binning(lo: float, hi: float, bins: int):
         # (-1 + 1e20) / 1e20 is 1.0, which put -1 into the bin [0, 1e20])
         return (f"({guess} - ({value} < {start!r} + {guess} * {width!r})::INTEGER"
                 f" + ({guess} < {bins - 1} AND {value} >= {start!r} + ({guess} + 1) * {width!r})::INTEGER)::INTEGER")
-
-    top = hi if hi > lo else (start + bins * width) / f  # the last edge is the largest value, not short of it
 
     return sql, lambda b: np.where(b >= bins, top, (start + b * width) / f)
 
