@@ -41,32 +41,6 @@ def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = Fals
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
 
 
-def bucket_steps(steps: pd.DataFrame, starts: list) -> pd.DataFrame:
-    """The steps frame's means, stds and counts over buckets of consecutive steps, each named by its first step
-    (``starts``): means weighted by sample count, stds pooled (within and between steps). A long run's curves then
-    travel as at most ``len(starts)`` points, not one per step."""
-    bucket = np.asarray(starts)[np.searchsorted(starts, steps["step"].to_numpy(), side="right") - 1]
-    out = {"step": [], "samples": []}
-    stats = [c[:-5] for c in steps.columns if c.endswith("_mean")]
-    for c in stats:
-        out[f"{c}_mean"], out[f"{c}_std"] = [], []
-    for first, g in steps.groupby(bucket, sort=True):
-        n = g["samples"].to_numpy(dtype="float64")
-        out["step"].append(first)
-        out["samples"].append(int(n.sum()))
-        for c in stats:
-            mu = g[f"{c}_mean"].to_numpy(dtype="float64")
-            sd = g[f"{c}_std"].to_numpy(dtype="float64") if f"{c}_std" in g else np.zeros(len(g))
-            ok = ~np.isnan(mu)
-            w = n[ok]
-            with np.errstate(all="ignore"):
-                m = float((w * mu[ok]).sum() / w.sum()) if w.sum() > 0 else np.nan
-                v = (w * (np.nan_to_num(sd[ok]) ** 2 + (mu[ok] - m) ** 2)).sum() / w.sum() if w.sum() > 0 else np.nan
-            out[f"{c}_mean"].append(m)
-            out[f"{c}_std"].append(float(np.sqrt(v)))
-    return pd.DataFrame(out)
-
-
 def steps_frame(steps: pd.DataFrame, run: str = "") -> pd.DataFrame:
     """Per step: KL, log-ratio and length means and the sample count."""
     cols = {"step": steps["step"], "run": run, "samples": steps["samples"]}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
 import math
@@ -114,6 +113,15 @@ def _binning(lo: float, hi: float, bins: int):
                 f" + ({guess} < {bins - 1} AND {value} >= {start!r} + ({guess} + 1) * {width!r})::INTEGER)::INTEGER")
 
     return sql, lambda b: np.where(b >= bins, top, (start + b * width) / f)
+
+
+def _in_buckets(src: str, starts: list[int]) -> str:
+    """``src`` with each sample's step replaced by the first step of its bucket: the last of ``starts`` (sorted,
+    the first at most the lowest step) at or before it. An ASOF join: a VALUES table of every step joined by hash
+    took 7x as long on 3,000 steps."""
+    listed = "[" + ", ".join(str(int(s)) for s in starts) + "]"
+    return (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
+            f"ASOF JOIN (SELECT unnest({listed}) AS first) b ON x.step >= b.first)")
 
 
 _BIN_TYPES = {"step": "int64", "step_end": "int64", "bin": "int64", "bin_start": "float64", "bin_end": "float64",
@@ -925,9 +933,15 @@ class Run:
             self._steps_cache = self._execute(self.steps_sql()).df()
         return self._steps_cache.copy()
 
-    def steps_sql(self, where: str = "") -> str:
-        """The SQL behind ``steps`` (optionally restricted by a WHERE clause over samples)."""
+    def steps_sql(self, where: str = "", starts: list[int] | None = None) -> str:
+        """The SQL behind ``steps`` (optionally restricted by a WHERE clause over samples). With ``starts`` (sorted
+        steps, the first at most the run's first), one row per bucket of the steps from one start to the next,
+        named by its start: the statistics of the bucket's samples."""
         where = self._condition(where)
+        src = self._numeric(where)
+        if starts is not None:
+            src = _in_buckets(f"(SELECT * FROM {src} {'WHERE ' + where if where else ''})", starts)
+            where = ""
         aggs = []
         for out, col in STAT_COLUMNS.items():
             aggs += [f"{mean_sql(col)} AS {out}_mean", f"{std_sql(col)} AS {out}_std",
@@ -938,7 +952,7 @@ class Run:
         order = [f"{out}_{s}" for out in STAT_COLUMNS
                  for s in ("mean", "std", "min", "max", *(f"p{round(q * 100):02d}" for q in QUANTILES))]
         return (f"SELECT step, samples, {', '.join(order)} FROM (SELECT *, {unpack} FROM ("
-                f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM {self._numeric(where)} "
+                f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM {src} "
                 f"{'WHERE ' + where if where else ''} GROUP BY step)) ORDER BY step")
 
     def _condition(self, where: str) -> str:
@@ -1011,11 +1025,7 @@ class Run:
             src = f"(SELECT * FROM {src} WHERE {where})"
         if max_steps and len(steps) > max_steps:
             starts = steps[:: -(-len(steps) // max_steps)]
-            # each step -> the first step of its bucket, as a small table joined by hash
-            first_of = {s: starts[min(bisect.bisect_right(starts, s), len(starts)) - 1] for s in steps}
-            pairs = ", ".join(f"({int(s)}, {int(f)})" for s, f in first_of.items())
-            src = (f"(SELECT x.* EXCLUDE (step), b.first AS step FROM {src} x "
-                   f"JOIN (VALUES {pairs}) b(s, first) ON x.step = b.s)")
+            src = _in_buckets(src, starts)
         bin_sql, edge = _binning(lo, hi, bins)
         unions = " UNION ALL ".join(
             f"""SELECT {extra}'{c}' AS "column", step, {bin_sql(f'"{c}"')} AS bin

@@ -7,6 +7,7 @@ import json
 import math
 import random
 
+import numpy as np
 import pandas as pd
 import pytest
 import traitlets
@@ -326,24 +327,32 @@ def test_a_value_a_part_refuses_is_refused_by_the_view(view):
 
 def test_a_long_runs_curves_travel_in_buckets(tmp_path, cache_dir, monkeypatch):
     """The curves were one point per step: 20,000 steps made the chart's data 2.3 MB, sent again on every control
-    change and poll. Past MAX_CURVE_STEPS they are buckets of steps: means weighted by samples and stds pooled,
-    i.e. the mean and std of the bucket's samples."""
-    from rlviz_widgets import charts
+    change and poll. Past MAX_CURVE_STEPS they are buckets of steps with the statistics of the bucket's samples
+    (those without a value left out, huge values kept finite), computed by the engine."""
     from rlviz_widgets.widgets import run_view
 
     write_log(tmp_path / "logs", steps=12, samples_per_step=6, tokens=4, ranks=2, seed=3)
+    with open(tmp_path / "logs" / "extra.jsonl", "w") as f:  # no reward, then two huge ones in step 10
+        f.write(json.dumps({"step": 4, "prompt": "p", "response": "r"}) + "\n")
+        for r in (-1e308, -1e308):
+            f.write(json.dumps({"step": 10, "prompt": "p", "response": "r", "reward": r}) + "\n")
     monkeypatch.setattr(run_view, "MAX_CURVE_STEPS", 5)
     view = rw.RunView(tmp_path / "logs", cache_dir=cache_dir, progress=False)
     data = call(view.chart, "data")[0]["result"]["datasets"]
-    steps = data["steps"]["step"]
-    assert steps == [0, 3, 6, 9] and sum(data["steps"]["samples"]) == view.run.n_samples
+    assert data["steps"]["step"] == [0, 3, 6, 9] and sum(data["steps"]["samples"]) == view.run.n_samples
     s = view.run.samples
     s["bucket"] = s.step // 3 * 3
+    want = ((s.reward * 2.0**-600).groupby(s.bucket).mean() * 2.0**600).tolist()  # scaled: -1e308 twice overflows
     rewards = [v for v, series in zip(data["curves"]["mean"], data["curves"]["series"]) if series == "reward"]
-    assert rewards == pytest.approx(s.groupby("bucket").reward.mean().tolist(), rel=1e-6)
-    bucketed = charts.bucket_steps(view.run.steps, [0, 3, 6, 9])
-    assert bucketed.reward_std.tolist() == pytest.approx(s.groupby("bucket").reward.std(ddof=0).tolist(), rel=1e-9)
-    assert bucketed.kl_mean.tolist() == pytest.approx(s.groupby("bucket").kl_mean.mean().tolist(), rel=1e-9)
+    assert rewards == pytest.approx(want, rel=1e-6)
+    b = view.run.sql(view.run.steps_sql(starts=[0, 3, 6, 9]))
+    assert b.samples.tolist() == s.groupby("bucket").size().tolist()
+    assert b.reward_mean.tolist() == pytest.approx(want, rel=1e-9)
+    assert b.reward_std[:3].tolist() == pytest.approx(s.groupby("bucket").reward.std(ddof=0)[:3].tolist(), rel=1e-9)
+    assert np.isfinite(b.reward_std[3]) and np.isfinite(b.reward_mean[3])
+    assert b.length_p50.tolist() == s.groupby("bucket").n_tokens.median().tolist()
+    assert view.run.sql(view.run.steps_sql(where="step > 4", starts=[0, 6])).samples.tolist() == [
+        int(((s.step > 4) & (s.step < 6)).sum()), int((s.step >= 6).sum())]
 
 
 @pytest.mark.parametrize("rng", [{"steps": (100, None)}, {"steps": (None, -7)}, {"reward": (float("inf"), None)},

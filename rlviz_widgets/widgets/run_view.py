@@ -523,11 +523,13 @@ class RunView(W.VBox):
                                has_ref=self._has_ref, has_tokens=self._has_tokens, runs=self._runs)
 
     def _datasets(self) -> dict[str, pd.DataFrame]:
-        per_run = {name: r.steps for name, r in self.run.runs.items()} if self._runs else {"": self.run.steps}
+        runs = self.run.runs if self._runs else {"": self.run}
         values = self.run.step_values
         if len(values) > MAX_CURVE_STEPS:  # a long run: its curves in buckets of steps, as the heat map's
             starts = values[:: -(-len(values) // MAX_CURVE_STEPS)]
-            per_run = {name: charts.bucket_steps(st, starts) for name, st in per_run.items()}
+            per_run = {name: r.sql(r.steps_sql(starts=starts)) for name, r in runs.items()}
+        else:
+            per_run = {name: r.steps for name, r in runs.items()}
         curves = pd.concat([charts.curves_frame(st, self.band.value, self.zero_shift.value, run=name)
                             for name, st in per_run.items()], ignore_index=True)
         stats = pd.concat([charts.steps_frame(st, run=name) for name, st in per_run.items()], ignore_index=True)
