@@ -18,7 +18,7 @@ DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_g
                    "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
-FRAME_ROW = "__frame_row"  # a DataFrame's row position, beside its numbers
+FRAME_ROW = "__frame_row"  # a DataFrame's row position, beside its numbers (more _ in front if the frame has it)
 SEARCH_COLUMNS = ("prompt", "response", "ref_response")
 # DuckDB types a DataFrame's column may have that sort, filter and bin as numbers (times, enums, bytes do not)
 _NUMBER_TYPE = re.compile(r"(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|DECIMAL\(.*\)|BOOLEAN)")
@@ -69,17 +69,22 @@ class TableSource:
             df.insert(0, "sample_id", range(len(df)))
         if not df["sample_id"].is_unique:
             raise ValueError("the DataFrame's sample_id column has duplicates: rows could not be told apart")
+        # the frame's own row order, for a table that is not sorted (as a run's shows the log's order): a column of
+        # positions beside the frame's, under a name none of them has (DuckDB's rowid is hidden by a "rowid" column)
+        row = FRAME_ROW
+        while row.lower() in {str(c).lower() for c in df.columns}:
+            row = "_" + row
+        df[row] = range(len(df))
         con = duckdb.connect()
         con.register("_frame", df)
-        con.execute("CREATE TABLE samples AS SELECT * FROM _frame")
+        con.execute("CREATE TABLE _frame_rows AS SELECT * FROM _frame")
         con.unregister("_frame")
+        con.execute(f"CREATE VIEW samples AS SELECT * EXCLUDE ({_q(row)}) FROM _frame_rows")
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
                 if _NUMBER_TYPE.fullmatch(t)]
-        # the frame's own row order, for a table that is not sorted (as a run's shows the log's order)
-        row = f", rowid AS {FRAME_ROW}" if FRAME_ROW not in df.columns else ""  # (a column of that name: rare)
-        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)}{row} FROM samples")
+        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)}, {_q(row)} FROM _frame_rows")
         con.execute("SET lock_configuration = true")  # as a run's: a filter cannot turn on logging to a file
-        return cls(con.cursor, "samples", "_nums", natural_order=FRAME_ROW if row else "sample_id")
+        return cls(con.cursor, "samples", "_nums", natural_order=_q(row))
 
     # -- columns -----------------------------------------------------------------------------
     def default_columns(self) -> list[str]:

@@ -183,5 +183,8 @@ def test_a_frames_table_keeps_the_frames_order_until_sorted(run):
     assert call(table, "rows", offset=0, limit=40)[0]["result"]["ids"] == kept
     table.sort_by = "sample_id"
     assert call(table, "rows", offset=0, limit=40)[0]["result"]["ids"] == sorted(kept)
-    odd = rw.SampleTable(pd.DataFrame({"__frame_row": [3, 1, 2], "reward": [1.0, 2.0, 3.0]}))
-    assert call(odd, "rows", offset=0, limit=5)[0]["result"]["ids"] == [0, 1, 2]
+    for name in ("__frame_row", "rowid", "ROWID"):  # a column of that name (rowid: SQLite exports) hides DuckDB's
+        odd = pd.DataFrame({name: [3, 1, 2, 0], "reward": [0.9, 0.5, 0.3, 0.1]}, index=[9, 7, 8, 6])
+        table = rw.SampleTable(odd)
+        assert call(table, "rows", offset=0, limit=5)[0]["result"]["ids"] == [0, 1, 2, 3]
+        assert name in table._source.kinds and table.selected.empty
