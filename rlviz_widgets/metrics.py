@@ -8,7 +8,6 @@ the token count, mean and sum of log_ratio and kl, mean logprob, mean value, sum
 
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
@@ -51,15 +50,12 @@ def _doubles(n: int, k: int) -> np.ndarray:
 BIG = 2.0**52  # past this, adding a value of 1 (or less) to a partial sum may leave it as it was
 
 
-def _exact_big_rows(vals: np.ndarray, offsets: np.ndarray, sums: np.ndarray) -> None:
-    """The rows holding a finite value past ``BIG`` summed exactly (``math.fsum``): reduceat's unrolled loop adds
-    small terms into huge partial sums, so where two huge values cancel (-3e38 and 3e38, masked positions filled
-    with a float32's lowest in one array only) the small ones were lost and the sum was 0."""
-    big = np.flatnonzero(np.isfinite(vals) & (np.abs(vals) > BIG))
-    for r in np.unique(np.searchsorted(offsets, big, side="right") - 1):
-        row = vals[offsets[r]:offsets[r + 1]]
-        if np.isfinite(row).all():  # an infinity is the sum already (or NaN, for inf - inf)
-            sums[r] = math.fsum(row.tolist())
+def _big_apart(vals: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Row sums with the values past ``BIG`` summed apart from the others: in one running sum, reduceat's
+    unrolled loop adds small terms into huge partial sums, so where two huge values cancel (-3e38 and 3e38, a
+    masked position filled with float32's lowest in one array only) the small ones were lost and the sum was 0."""
+    big = np.abs(vals) > BIG
+    return np.add.reduceat(np.where(big, 0.0, vals), starts) + np.add.reduceat(np.where(big, vals, 0.0), starts)
 
 
 def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,9 +75,10 @@ def _segment(vals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndar
             if not clean:
                 wide[~ok] = 0.0
             vals = wide
-        sums[rows] = np.add.reduceat(vals, offsets[:-1][rows])
-        if vals.max() > BIG or vals.min() < -BIG:  # rare: two passes without a copy tell
-            _exact_big_rows(vals, offsets, sums)
+        if vals.max() > BIG or vals.min() < -BIG:  # rare (two passes without a copy tell): huge values apart
+            sums[rows] = _big_apart(vals, offsets[:-1][rows])
+        else:
+            sums[rows] = np.add.reduceat(vals, offsets[:-1][rows])
     if clean:
         return sums, counts
     ccnt = np.concatenate([[0], np.cumsum(ok)])  # integers: exact
