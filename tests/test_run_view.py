@@ -61,6 +61,8 @@ def test_infinite_or_nan_range_ends_and_odd_pages(view):
     view.clear()
     src = view.table._source
     assert src.ids(offset=-2, limit=3) == src.ids(offset=0, limit=3) and src.ids(offset=0, limit=-1) == []
+    page = call(view.table, "rows", offset=-2, limit=3)[0]["result"]
+    assert page["offset"] == 0 and page["ids"] == src.ids(offset=0, limit=3)  # where its rows start
 
 
 def test_a_where_filter_may_ask_the_tokens_view(view):

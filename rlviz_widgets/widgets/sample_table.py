@@ -111,7 +111,8 @@ class SampleTable(RpcWidget):
     @rpc
     def rows(self, offset: int = 0, limit: int = 100):
         limit = max(0, min(int(limit), MAX_PAGE))
-        page = self._source.page(int(offset), limit, self.visible_columns, self.search, self.where,
+        offset = max(0, int(offset))  # the answer names where its rows start
+        page = self._source.page(offset, limit, self.visible_columns, self.search, self.where,
                                  self.sort_by, self.sort_desc)
         page.update(generation=self.generation, total=self.row_count)
         return page
