@@ -807,13 +807,18 @@ def test_a_where_naming_a_custom_text_column(tmp_path, open_run):
         assert np.allclose(steps["reward_mean"], want.groupby("step")["reward"].mean())
 
 
-def _rewards_log(tmp_path, rewards, **extra) -> Path:
+def _one_file_log(tmp_path, records: list[dict]) -> Path:
+    """A log of one file holding ``records`` (prompt, response and step filled in where missing)."""
     log = tmp_path / "log"
     log.mkdir()
     with open(log / "r0.jsonl", "w") as f:
-        for i, r in enumerate(rewards):
-            f.write(json.dumps({"step": 0, "prompt": "p", "response": f"r{i}", "reward": r, **extra}) + "\n")
+        for i, rec in enumerate(records):
+            f.write(json.dumps({"step": 0, "prompt": "p", "response": f"r{i}", **rec}) + "\n")
     return log
+
+
+def _rewards_log(tmp_path, rewards) -> Path:
+    return _one_file_log(tmp_path, [{"reward": r} for r in rewards])
 
 
 def test_means_of_huge_finite_values_stay_finite(tmp_path, open_run):
@@ -882,12 +887,7 @@ def test_sums_where_huge_values_cancel_keep_the_small_ones(tmp_path, open_run):
 
 
 def _steps_log(tmp_path, steps, **fields) -> Path:
-    log = tmp_path / "steps_log"
-    log.mkdir()
-    with open(log / "r0.jsonl", "w") as f:
-        for s in steps:
-            f.write(json.dumps({"step": s, "prompt": "p", "response": "r", "reward": 10.0 * s, **fields}) + "\n")
-    return log
+    return _one_file_log(tmp_path, [{"step": s, "reward": 10.0 * s, **fields} for s in steps])
 
 
 def test_bucketed_histograms_filter_on_the_samples_own_steps(tmp_path, open_run):
