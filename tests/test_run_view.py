@@ -369,3 +369,14 @@ def test_a_range_keeping_nothing_draws_a_brush_over_no_data(view, rng):
     lo, hi = view.chart.interval(name, field)
     col = view.run.samples["step" if field == "step" else "reward"]
     assert not col.between(lo, hi).any()
+
+
+def test_an_observer_of_selected_gets_the_rows_just_picked(view):
+    """selected was read from the table, whose selected_ids follow the view's through a link that runs after the
+    view's own observer: an observer of ``selected`` got the previous pick, and ``view.selected`` kept it."""
+    got = []
+    view.observe(lambda c: got.append(c["new"].sample_id.tolist()), "selected")
+    ids = view.run.samples.sample_id.tolist()
+    view.selected_ids = ids[:2]
+    view.selected_ids = ids[5:6]
+    assert got == [ids[:2], ids[5:6]] and view.selected.sample_id.tolist() == ids[5:6]

@@ -201,7 +201,9 @@ class RunView(W.VBox):
 
     @traitlets.default("selected")
     def _selected_default(self):
-        return self.table.selected
+        # the view's own ids: the table's follow through a link that may not have run yet (observers of
+        # selected_ids run in the order they were made, this view's first)
+        return self.table._source.rows(self.selected_ids)
 
     @traitlets.default("selected_tokens")
     def _selected_tokens_default(self):
