@@ -8,7 +8,8 @@ learning signal: it is flagged.
 
 Groups are named ``"{step}:{id}"`` (the ``group`` column of :func:`groups`, what
 :func:`group_samples` takes); an id that already starts with its step and a colon (open-instruct,
-TRL, NeMo-RL, the prompt fallback) is kept as it is.
+TRL, NeMo-RL, the prompt fallback) is kept as it is. In a set of runs, a group is one run's:
+``"{run}/{step}:{id}"``, with a ``run`` column.
 """
 
 from __future__ import annotations
@@ -26,15 +27,27 @@ def _group_id(run: Run) -> str:
     return fallback
 
 
+def _set_runs(run: Run) -> list[str]:
+    """The names of the runs of a set (a RunSet), else none: a set's groups are each one run's."""
+    return list(getattr(run, "runs", None) or ())
+
+
 def group_key(run: Run) -> str:
-    """The SQL expression naming a sample's group, ``"{step}:{id}"``: one step's, never shared across steps."""
+    """The SQL expression naming a sample's group, ``"{step}:{id}"``: one step's, never shared across steps. In a
+    set of runs, ``"{run}/{step}:{id}"``: runs trained on the same prompts share ids, not groups."""
     gid, prefix = _group_id(run), "(step::VARCHAR || ':')"
-    return f"(CASE WHEN starts_with({gid}, {prefix}) THEN {gid} ELSE {prefix} || {gid} END)"
+    key = f"(CASE WHEN starts_with({gid}, {prefix}) THEN {gid} ELSE {prefix} || {gid} END)"
+    return f"(run || '/' || {key})" if _set_runs(run) else key
 
 
-def _split_group(group: str) -> tuple[int, str]:
+def _split_group(group: str, runs: list[str] = ()) -> tuple[int, str]:
     """A group's name -> (its step, the name); ValueError for anything else (e.g. the log's bare id)."""
-    head, sep, _ = str(group).partition(":")
+    rest = str(group)
+    for name in sorted(runs, key=len, reverse=True):  # a set's: its run's name first
+        if rest.startswith(f"{name}/"):
+            rest = rest[len(name) + 1:]
+            break
+    head, sep, _ = rest.partition(":")
     try:
         step = int(head)
     except ValueError:
@@ -49,19 +62,19 @@ def groups(run: Run, where: str = "") -> pd.DataFrame:
     adv = (f"{mean_sql('advantage')} AS advantage_mean, min(advantage) AS advantage_min, "
            "max(advantage) AS advantage_max, " if "advantage" in run.columns else "")
     df = run.sql(f"""
-        SELECT {group_key(run)} AS "group", step, count(*) AS size,
+        SELECT {group_key(run)} AS "group", {'run, ' if _set_runs(run) else ''}step, count(*) AS size,
                {mean_sql('reward')} AS reward_mean, {std_sql('reward')} AS reward_std, min(reward) AS reward_min,
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
                count(*) > 1 AND coalesce(max(reward) = min(reward), true) AS zero_spread,
                {adv} any_value(prompt) AS prompt, list(sample_id ORDER BY sample_id) AS sample_ids
         FROM samples {'WHERE ' + run._condition(where) if where.strip() else ''}
-        GROUP BY "group", step ORDER BY step, "group" """)
+        GROUP BY ALL ORDER BY step, "group" """)
     return df
 
 
 def group_samples(run: Run, group: str) -> pd.DataFrame:
     """The samples of one group (its name in ``groups(run)["group"]``), best reward first."""
-    step, name = _split_group(group)
+    step, name = _split_group(group, _set_runs(run))
     return run.sql(f"SELECT * EXCLUDE (file_no) FROM _samples_raw WHERE step = ? AND {group_key(run)} = ? "
                    "ORDER BY reward DESC NULLS LAST, sample_id", [step, name])
 
@@ -69,7 +82,8 @@ def group_samples(run: Run, group: str) -> pd.DataFrame:
 def prompt_history(run: Run, prompt: str) -> pd.DataFrame:
     """The same prompt followed across steps: per step its responses' count and reward statistics."""
     return run.sql(f"""
-        SELECT step, count(*) AS responses, {mean_sql('reward')} AS reward_mean, {std_sql('reward')} AS reward_std,
+        SELECT {'run, ' if _set_runs(run) else ''}step, count(*) AS responses, {mean_sql('reward')} AS reward_mean,
+               {std_sql('reward')} AS reward_std,
                min(reward) AS reward_min, max(reward) AS reward_max, avg(n_tokens) AS length_mean,
                list(sample_id ORDER BY reward DESC NULLS LAST) AS sample_ids
-        FROM samples WHERE prompt = ? GROUP BY step ORDER BY step""", [prompt])
+        FROM samples WHERE prompt = ? GROUP BY ALL ORDER BY step{', run' if _set_runs(run) else ''}""", [prompt])

@@ -144,3 +144,26 @@ def test_step_prefixed_group_ids_are_kept(tmp_path, open_run):
     g = groups.groups(run)
     assert g["group"].tolist() == ["3:0", "3:1", "4:0", "4:1"] and g["size"].tolist() == [2, 2, 2, 2]
     assert groups.group_samples(run, "4:1")["response"].tolist() == ["r1", "r0"]
+
+
+def test_a_set_of_runs_on_the_same_prompts_keeps_each_runs_groups(tmp_path, cache_dir):
+    """Two runs trained on the same prompts share group ids (group_index 0 at each step): the groups of a view of
+    both mixed them (8 responses a group, the baseline's zero spread hidden by the other run's rewards)."""
+    for name, rewards in (("baseline", [1.0] * 4), ("kl", [0.0, 1.0, 2.0, 3.0])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "r0.jsonl").write_text("".join(
+            json.dumps({"step": s, "prompt": "q", "response": f"a{k}", "reward": r, "group_index": 0}) + "\n"
+            for s in (0, 1) for k, r in enumerate(rewards)))
+    view = rw.RunView({"baseline": tmp_path / "baseline", "kl": tmp_path / "kl"}, cache_dir=cache_dir)
+    g = view.groups
+    assert sorted(g["group"]) == ["baseline/0:0", "baseline/1:0", "kl/0:0", "kl/1:0"]
+    assert g["size"].tolist() == [4] * 4 and g.set_index("group")["zero_spread"].to_dict() == {
+        "baseline/0:0": True, "baseline/1:0": True, "kl/0:0": False, "kl/1:0": False}
+    members = groups.group_samples(view.run, "kl/1:0")
+    assert members["run"].unique().tolist() == ["kl"] and members["reward"].tolist() == [3.0, 2.0, 1.0, 0.0]
+    view.tabs.selected_index = 1
+    table = view.group_table
+    assert table.visible_columns[0] == "run"
+    table.selected_ids = table._data.loc[table._data["group"] == "baseline/1:0", "sample_id"].tolist()
+    assert "baseline/1:0" in view.group_detail.value and "<td>0</td><td>4</td>" in view.prompt_history.value
+    assert "<td>0</td><td>8</td>" not in view.prompt_history.value  # the other run's responses are not counted

@@ -345,7 +345,7 @@ class RunView(W.VBox):
 
     def _build_groups(self) -> None:
         df = self._groups_frame()
-        cols = [c for c in ("step", "size", "reward_mean", "reward_std", "reward_range", "zero_spread",
+        cols = [c for c in ("run", "step", "size", "reward_mean", "reward_std", "reward_range", "zero_spread",
                             "advantage_mean", "prompt") if c in df]
         self.group_table = SampleTable(df, columns=cols, height=260)
         self.group_table.sort_by, self.group_table.sort_desc = "reward_std", True
@@ -405,6 +405,8 @@ class RunView(W.VBox):
             self.group_strip.sample_ids = [int(i) for i in members["sample_id"].head(16)]
             self.group_strip.layout.display = None
         hist = groupsmod.prompt_history(self.run, row["prompt"]) if row["prompt"] is not None else pd.DataFrame()
+        if "run" in hist.columns:  # a set of runs: the picked group's run
+            hist = hist[hist["run"] == row["run"]]
         if len(hist) > 1:
             rows = "".join(f"<tr><td>{int(h['step'])}</td><td>{int(h['responses'])}</td><td>{h['reward_mean']:.4g}"
                            f"</td><td>{h['reward_std']:.3g}</td><td>{h['reward_min']:.4g} … {h['reward_max']:.4g}"
