@@ -380,3 +380,35 @@ def test_an_observer_of_selected_gets_the_rows_just_picked(view):
     view.selected_ids = ids[:2]
     view.selected_ids = ids[5:6]
     assert got == [ids[:2], ids[5:6]] and view.selected.sample_id.tolist() == ids[5:6]
+
+
+def test_following_a_run_from_its_empty_first_file(tmp_path, cache_dir):
+    """A view opened on a log file the trainer has just created (empty) kept what it saw first: the table's
+    columns (all empty then, so hidden), no KL panel or toggle and no token strip, however long it followed."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    (log / "rank0.jsonl").write_text("")
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    assert view.kl_metric.layout.display == "none" and view.strip.metrics == []
+    rng = random.Random(2)
+    with open(log / "rank0.jsonl", "a") as f:
+        for i in range(12):
+            f.write(json.dumps({**make_record(rng, i // 4, i, 6, progress=0.5), "acc": 1.0}) + "\n")
+    assert view.poll()
+    fresh = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    assert view.table.visible_columns == fresh.table.visible_columns and "kl_mean" in view.table.visible_columns
+    assert "acc" in view.table.visible_columns
+    assert view.strip.metrics == fresh.strip.metrics and view.color_by == "kl"
+    assert view.kl_metric.layout.display is None and json.dumps(view.chart.spec) == json.dumps(fresh.chart.spec)
+    view.selected_ids = view.run.samples.sample_id.head(1).tolist()
+    assert view.strip.sample_ids == view.selected_ids and view.strip.layout.display is None
+
+
+def test_a_token_strip_refuses_a_metric_it_does_not_have(view):
+    """An explicit color_by the run lacks was replaced without a word by the constructor (the setter refused
+    it); only the default falls back now."""
+    ids = view.run.samples.sample_id.head(1).tolist()
+    with pytest.raises(traitlets.TraitError, match="color_by"):
+        rw.TokenStrip(view.run, ids, color_by="KL")
+    assert rw.TokenStrip(view.run, ids).color_by == "kl"
+    assert rw.TokenStrip(view.run, ids, color_by="value").color_by == "value"

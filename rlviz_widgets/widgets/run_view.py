@@ -101,9 +101,7 @@ class RunView(W.VBox):
         self.bins = bins
         self._syncing = False
         run = self.run
-        self._has_tokens = bool(run.token_metrics)
-        self._has_ref = "ref_reward" in run.columns and bool(run.sql(
-            "select count(ref_reward) n from _nums").n[0] > 0)
+        self._has_tokens, self._has_ref = self._capabilities()
         # controls
         self.band = W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1, description="band ×std",
                                   continuous_update=False, layout=W.Layout(width="260px"))
@@ -124,8 +122,7 @@ class RunView(W.VBox):
         self.chart = ChartWidget(self._spec(), self._datasets)
         self.table = SampleTable(run, height=320)
         self.detail = W.HTML()
-        metrics = run.token_metrics
-        self.strip = TokenStrip(run, [], color_by="kl" if "kl" in metrics else (metrics[0] if metrics else "kl"))
+        self.strip = TokenStrip(run, [])
         self.strip.layout.display = "none"
         header = W.HTML(self._header_html())
         super().__init__(children=[
@@ -443,11 +440,19 @@ class RunView(W.VBox):
             finally:
                 self._syncing = False
         self._header.value = self._header_html()
+        caps = self._capabilities()
+        if caps != (self._has_tokens, self._has_ref):  # a run followed from its first (empty) file gained them
+            self._has_tokens, self._has_ref = caps
+            self.kl_metric.layout.display = None if self._has_tokens else "none"
+            self.chart.spec = self._spec()
+            self._on_selected(None)  # the picked sample's strip shows now
+        self.strip.reload()
+        if self.group_table is not None:
+            self.group_strip.reload()
         if any(r is not None and None in r for r in (self.steps, self.reward)):
             self._draw_brushes()  # an open end reaches the new data
         self.chart.refresh_view()
         self.table.reload()
-        self.strip.refresh_view()
         self._groups = None
         if self.group_table is not None:
             self.group_table.replace_data(self._groups_frame())
@@ -521,6 +526,12 @@ class RunView(W.VBox):
             self.chart.set_interval(charts.REWARD_BRUSH, "bin_start", self._full(self.reward, "reward"))
         finally:
             self._syncing = False
+
+    def _capabilities(self) -> tuple[bool, bool]:
+        """(token arrays, reference rewards): what the charts and the strip have to show."""
+        run = self.run
+        has_ref = "ref_reward" in run.columns and bool(run.sql("select count(ref_reward) n from _nums").n[0] > 0)
+        return bool(run.token_metrics), has_ref
 
     def _spec(self) -> dict:
         return charts.run_spec(metric=self.kl_metric.value if hasattr(self, "kl_metric") else "kl_mean",

@@ -51,7 +51,8 @@ class SampleTable(RpcWidget):
         else:
             raise TypeError(f"SampleTable needs a Run or a pandas DataFrame, not {type(data).__name__}")
         self._data = data
-        cols = list(columns) if columns else self._source.default_columns()
+        self._chosen = list(columns) if columns else None  # else the defaults, looked at again on reload
+        cols = self._chosen or self._source.default_columns()
         super().__init__(columns=self._source.column_info(cols), **kwargs)
         self.row_count = self._source.count()
 
@@ -83,7 +84,8 @@ class SampleTable(RpcWidget):
         """Re-read column ranges and counts (after the data grew) and redraw."""
         self._source = TableSource.from_run(self._data) if isinstance(self._data, Run) else self._source
         self._source.invalidate()
-        self.columns = self._source.column_info(self.visible_columns)
+        # default columns are chosen again: a followed run's first look may have had none filled (an empty file)
+        self.columns = self._source.column_info(self._chosen or self._source.default_columns())
         self._query_changed(None)
 
     @traitlets.validate("selected_ids")

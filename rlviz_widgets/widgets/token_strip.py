@@ -14,6 +14,11 @@ from ._base import STATIC, RpcWidget, rpc, surface_errors
 MAX_SAMPLES = 64
 
 
+def _default_metric(metrics: list[str]) -> str:
+    """KL where the run has it, else the log-ratio, else its first token metric."""
+    return next((m for m in ("kl", "log_ratio", *metrics) if m in metrics), "kl")
+
+
 class TokenStrip(RpcWidget):
     """One or more responses as token strips; hover a token for every metric, click to pin."""
 
@@ -41,14 +46,24 @@ class TokenStrip(RpcWidget):
     height = traitlets.Int(0).tag(sync=True)
     """Max height of the strips area in px (0: as tall as needed)."""
 
-    def __init__(self, run: Run, sample_ids: int | Iterable[int] = (), color_by: str = "kl",
+    def __init__(self, run: Run, sample_ids: int | Iterable[int] = (), color_by: str | None = None,
                  scale_scope: str = "sample", **kwargs):
+        """``color_by``: one of the run's token metrics; None (the default) is "kl", or the best the run has."""
         self._run = run
         metrics = run.token_metrics
-        if metrics and color_by not in metrics:
-            color_by = "log_ratio" if "log_ratio" in metrics else metrics[0]
         ids = [int(sample_ids)] if isinstance(sample_ids, (int, np.integer)) else [int(i) for i in sample_ids]
-        super().__init__(metrics=metrics, color_by=color_by, scale_scope=scale_scope, sample_ids=ids, **kwargs)
+        super().__init__(metrics=metrics, color_by=color_by or _default_metric(metrics), scale_scope=scale_scope,
+                         sample_ids=ids, **kwargs)
+
+    def reload(self) -> None:
+        """Take the run's token metrics again (a followed run may gain token arrays) and redraw."""
+        metrics = self._run.token_metrics
+        if metrics != self.metrics:
+            with self.hold_trait_notifications():
+                self.metrics = metrics
+                if self.color_by not in metrics:
+                    self.color_by = _default_metric(metrics)
+        self.refresh_view()
 
     @traitlets.validate("color_by")
     def _check_color_by(self, proposal):
