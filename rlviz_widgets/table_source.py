@@ -28,6 +28,13 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _free_name(df: pd.DataFrame, name: str) -> str:
+    """``name``, with more _ in front while ``df`` has a column of it."""
+    while name in df.columns:
+        name = "_" + name
+    return name
+
+
 class TableSource:
     """Pages over a relation with a ``sample_id`` column."""
 
@@ -65,6 +72,13 @@ class TableSource:
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:
         df = df.copy()
+        if any(n is not None for n in df.index.names) or not pd.api.types.is_integer_dtype(df.index.dtype):
+            # the index holds data (a groupby's keys, a describe()'s labels): shown as columns, as reset_index()
+            # does; an unnamed integer index is positions (of a filtered or sorted frame), left out
+            names = [n if n is not None and n not in df.columns else None for n in df.index.names]
+            df.index = df.index.set_names([n if n is not None else _free_name(df, f"index_{k}" if k else "index")
+                                           for k, n in enumerate(names)])
+            df = df.reset_index()
         if "sample_id" not in df.columns:
             df.insert(0, "sample_id", range(len(df)))
         if not df["sample_id"].is_unique:
@@ -91,6 +105,8 @@ class TableSource:
         present = [c for c in DEFAULT_COLUMNS if c in self.kinds]
         extras = [c for c in self.kinds if c not in DEFAULT_COLUMNS and c not in HIDDEN]
         cols = present + extras
+        if not self.count():  # no rows: every column shown (hiding the empty ones would hide them all)
+            return cols
         empty = self._all_null([c for c in cols if c in self.num_columns])
         return [c for c in cols if c not in empty]
 

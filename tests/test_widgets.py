@@ -188,3 +188,19 @@ def test_a_frames_table_keeps_the_frames_order_until_sorted(run):
         table = rw.SampleTable(odd)
         assert call(table, "rows", offset=0, limit=5)[0]["result"]["ids"] == [0, 1, 2, 3]
         assert name in table._source.kinds and table.selected.empty
+
+
+def test_a_frames_index_holding_data_is_shown_and_an_empty_frame_has_its_columns():
+    """The frame's index was dropped: a groupby's keys (rw.SampleTable(df.groupby("step").mean())) and a
+    describe()'s labels were not shown. An empty frame showed no column at all (empty numeric columns are hidden,
+    and in a frame without rows every one is)."""
+    df = pd.DataFrame({"step": [0, 0, 1], "reward": [0.1, 0.3, 0.7], "tag": ["a", "b", "a"]})
+    per_step = rw.SampleTable(df.groupby("step")[["reward"]].mean())
+    assert per_step.visible_columns == ["sample_id", "step", "reward"]
+    assert per_step.shown[["step", "reward"]].values.tolist() == [[0, 0.2], [1, 0.7]]
+    assert "index" in rw.SampleTable(df.describe()).visible_columns
+    by_two = rw.SampleTable(df.groupby(["step", "tag"])[["reward"]].sum())
+    assert by_two.visible_columns == ["sample_id", "step", "reward", "tag"]  # the usual columns first
+    assert rw.SampleTable(df[df.reward > 0.2]).visible_columns == ["sample_id", "step", "reward", "tag"]  # positions
+    empty = rw.SampleTable(pd.DataFrame({"x": pd.Series([], dtype=float), "t": pd.Series([], dtype=str)}))
+    assert empty.visible_columns == ["sample_id", "x", "t"] and empty.row_count == 0
