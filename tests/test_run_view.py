@@ -412,3 +412,40 @@ def test_a_token_strip_refuses_a_metric_it_does_not_have(view):
         rw.TokenStrip(view.run, ids, color_by="KL")
     assert rw.TokenStrip(view.run, ids).color_by == "kl"
     assert rw.TokenStrip(view.run, ids, color_by="value").color_by == "value"
+
+
+def test_after_a_poll_the_detail_and_the_sort_follow_a_rewritten_file(tmp_path, cache_dir):
+    """A job restarted and rewrote its file: the detail pane kept the old record (only a new pick redrew it), and a
+    table sorted by a field the new file lacks answered every page with "cannot sort by 'acc'"."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    f = log / "rollout_rank0.jsonl"
+    f.write_text("".join(json.dumps({"step": s, "prompt": "p", "response": r, "reward": 1.0, "acc": 0.5}) + "\n"
+                         for s, r in ((0, "OLD answer"), (1, "other"))))
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    view.selected_ids = [int(view.run.samples.sample_id.iloc[0])]
+    view.table.sort_by = "acc"
+    assert "OLD answer" in view.detail.value
+    f.write_text(json.dumps({"step": 0, "prompt": "p", "response": "NEW answer", "reward": 5.0}) + "\n")
+    assert view.poll()
+    assert "NEW answer" in view.detail.value and "OLD answer" not in view.detail.value
+    assert view.table.sort_by == "" and not view.table.error
+    page = call(view.table, "rows", offset=0, limit=5)[0]
+    assert page["ok"] and len(page["result"]["ids"]) == 1
+
+
+def test_a_big_groups_detail_stays_small(tmp_path, cache_dir):
+    """Picking a group put every member's whole response into the detail's HTML: a step of 2,000 samples without
+    prompts (one group by the prompt fallback) made 4.6 MB of widget state. The cards are the best 16, clipped."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    (log / "r0.jsonl").write_text("".join(json.dumps({"step": 0, "prompt": "", "response": "x" * 3000,
+                                                      "reward": i / 300}) + "\n" for i in range(300)))
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    view.tabs.selected_index = 1
+    view.group_table.selected_ids = [0]
+    html_value = view.group_detail.value
+    assert html_value.count("rlv-group-card") == 16 and "284 more" in html_value
+    s = view.run.samples.sort_values("reward")
+    best, worst = int(s.sample_id.iloc[-1]), int(s.sample_id.iloc[0])
+    assert len(html_value) < 50_000 and f"sample {best} " in html_value and f"sample {worst} " not in html_value

@@ -20,6 +20,8 @@ from .token_strip import TokenStrip
 
 _UNSET = object()
 MAX_HIST_STEPS = 200
+MAX_GROUP_CARDS = 16  # responses of a picked group shown side by side (as many as its token strips)
+MAX_CARD_CHARS = 2000  # of each (a card scrolls; the sample table and detail give the whole text)
 MAX_CURVE_STEPS = 1000  # points per curve at most (a few per pixel): the chart's data stay small on any run
 
 
@@ -43,6 +45,11 @@ def _range(value, name: str):
     lo = None if lo == -math.inf else lo  # as open as None (and SQL has no literal for it)
     hi = None if hi == math.inf else hi
     return None if lo is None and hi is None else (lo, hi)
+
+
+def _clip(text: str, limit: int = MAX_CARD_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying so: a group's cards are widget state, sent whole."""
+    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"
 
 
 class RunView(W.VBox):
@@ -384,22 +391,26 @@ class RunView(W.VBox):
         row = rows.iloc[0]
         members = groupsmod.group_samples(self.run, row["group"])
         cards = []
-        for _, r in members.iterrows():
+        for _, r in members.head(MAX_GROUP_CARDS).iterrows():  # the best first; the group table has every one
             adv = "" if "advantage" not in r or pd.isna(r.get("advantage")) else f" · advantage {r['advantage']:.3g}"
             cards.append(f"<div class='rlv-group-card' style='border: 1px solid var(--jp-border-color2, #ddd); "
                          f"border-radius: 3px; padding: 4px; min-width: 220px; flex: 1'>"
                          f"<div style='font-size: 11px'>sample {int(r['sample_id'])} · reward "
                          f"<b>{'–' if pd.isna(r['reward']) else format(r['reward'], '.4g')}</b>{adv}</div>"
                          f"<pre style='white-space: pre-wrap; margin: 2px 0; font-size: 12px; max-height: 160px; "
-                         f"overflow: auto'>{html.escape(str(r['response'] or ''))}</pre></div>")
+                         f"overflow: auto'>{html.escape(_clip(str(r['response'] or '')))}</pre></div>")
+        more = len(members) - MAX_GROUP_CARDS
+        if more > 0:
+            cards.append(f"<div style='align-self: center; font-size: 12px'>… and {more:,} more (lower rewards): "
+                         f"<code>rw.groups.group_samples(view.run, {html.escape(repr(row['group']))})</code></div>")
         self.group_detail.value = (
             f"<div class='rlv-group-detail' style='color: var(--jp-ui-font-color1, #222)'>"
             f"<div style='margin: 6px 0'>group <code>{html.escape(str(row['group']))}</code> · step "
             f"{int(row['step'])} · prompt:</div><pre style='white-space: pre-wrap; font-size: 12px'>"
-            f"{html.escape(str(row['prompt'] or ''))}</pre>"
+            f"{html.escape(_clip(str(row['prompt'] or '')))}</pre>"
             f"<div style='display: flex; gap: 6px; overflow-x: auto'>{''.join(cards)}</div></div>")
         if self._has_tokens:
-            self.group_strip.sample_ids = [int(i) for i in members["sample_id"].head(16)]
+            self.group_strip.sample_ids = [int(i) for i in members["sample_id"].head(MAX_GROUP_CARDS)]
             self.group_strip.layout.display = None
         hist = groupsmod.prompt_history(self.run, row["prompt"]) if row["prompt"] is not None else pd.DataFrame()
         if "run" in hist.columns:  # a set of runs: the picked group's run
@@ -445,7 +456,7 @@ class RunView(W.VBox):
             self._has_tokens, self._has_ref = caps
             self.kl_metric.layout.display = None if self._has_tokens else "none"
             self.chart.spec = self._spec()
-            self._on_selected(None)  # the picked sample's strip shows now
+        self._on_selected(None)  # the picked sample's detail as the log has it now (a file rewritten, or gone)
         self.strip.reload()
         if self.group_table is not None:
             self.group_strip.reload()

@@ -78,12 +78,16 @@ class SampleTable(RpcWidget):
         self._source = TableSource.from_run(data) if isinstance(data, Run) else TableSource.from_frame(data)
         cols = [c for c in self.visible_columns if c in self._source.kinds] or self._source.default_columns()
         self.columns = self._source.column_info(cols)
+        if self.sort_by and self.sort_by not in self._source.kinds:  # the new data lack it
+            self.sort_by = ""
         self._query_changed(None)
 
     def reload(self) -> None:
         """Re-read column ranges and counts (after the data grew) and redraw."""
         self._source = TableSource.from_run(self._data) if isinstance(self._data, Run) else self._source
         self._source.invalidate()
+        if self.sort_by and self.sort_by not in self._source.kinds:  # gone with a rewritten or deleted file
+            self.sort_by = ""
         # default columns are chosen again: a followed run's first look may have had none filled (an empty file)
         self.columns = self._source.column_info(self._chosen or self._source.default_columns())
         self._query_changed(None)
