@@ -32,8 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     sources = args.logs or [str(p) for p in demo_sources(args.cache_dir)]
     for src in sources:
         t = time.perf_counter()
-        run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end,
-                       max_samples_per_step=args.max_samples_per_step, steps=args.steps)
+        try:
+            run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end,
+                           max_samples_per_step=args.max_samples_per_step, steps=args.steps)
+        except (OSError, ValueError) as e:  # a missing path, a bad option: said in one line, not a traceback
+            print(f"{ap.prog}: error: {e}", file=sys.stderr)
+            return 2
         print(f"== {src}  (opened in {time.perf_counter() - t:.2f}s)")
         print(run.summary())
         steps = run.steps

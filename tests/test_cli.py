@@ -34,3 +34,12 @@ def test_a_cap_and_a_step_range_from_the_shell(tmp_path):
     assert "lines skipped unread (past the per-step cap or out of the step range): 2985" in out.stdout
     bad = subprocess.run(cmd[:-1] + ["100-300"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "steps as LO:HI" in bad.stderr
+
+
+def test_a_missing_path_or_a_bad_option_is_one_line_not_a_traceback(tmp_path):
+    base = [sys.executable, "-m", "rlviz_widgets", "--cache-dir", str(tmp_path / "cache")]
+    poem = str(ROOT / "rlviz_widgets" / "data" / "rlb_eval_poem_task.jsonl")
+    for args, said in (([str(tmp_path / "nope")], f"log path does not exist: {tmp_path / 'nope'}"),
+                       ([poem, "--max-samples-per-step", "0"], "max_samples_per_step must be at least 1")):
+        out = subprocess.run(base + args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
