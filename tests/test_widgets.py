@@ -204,3 +204,19 @@ def test_a_frames_index_holding_data_is_shown_and_an_empty_frame_has_its_columns
     assert rw.SampleTable(df[df.reward > 0.2]).visible_columns == ["sample_id", "step", "reward", "tag"]  # positions
     empty = rw.SampleTable(pd.DataFrame({"x": pd.Series([], dtype=float), "t": pd.Series([], dtype=str)}))
     assert empty.visible_columns == ["sample_id", "x", "t"] and empty.row_count == 0
+
+
+def test_a_table_with_chosen_columns_reloads_after_a_column_left(tmp_path, open_run):
+    """A table shown with columns=[..., "acc"] raised KeyError ("no column 'acc'") on reload once a rewritten log
+    file no longer had the field."""
+    log = tmp_path / "log"
+    log.mkdir()
+    f = log / "r0.jsonl"
+    f.write_text("".join(json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "acc": 0.5}) + "\n"
+                         for _ in range(3)))
+    run = open_run(log)
+    table = rw.SampleTable(run, columns=["sample_id", "reward", "acc"])
+    f.write_text(json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 2.0}) + "\n")
+    assert run.refresh()
+    table.reload()
+    assert table.visible_columns == ["sample_id", "reward"] and table.row_count == 1

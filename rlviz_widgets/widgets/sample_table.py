@@ -88,8 +88,10 @@ class SampleTable(RpcWidget):
         self._source.invalidate()
         if self.sort_by and self.sort_by not in self._source.kinds:  # gone with a rewritten or deleted file
             self.sort_by = ""
-        # default columns are chosen again: a followed run's first look may have had none filled (an empty file)
-        self.columns = self._source.column_info(self._chosen or self._source.default_columns())
+        # default columns are chosen again: a followed run's first look may have had none filled (an empty file);
+        # chosen ones the data no longer have (a rewritten file) are left out
+        chosen = [c for c in self._chosen or () if c in self._source.kinds]
+        self.columns = self._source.column_info(chosen or self._source.default_columns())
         self._query_changed(None)
 
     @traitlets.validate("selected_ids")
