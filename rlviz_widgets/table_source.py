@@ -29,8 +29,9 @@ def _q(name: str) -> str:
 
 
 def _free_name(df: pd.DataFrame, name: str) -> str:
-    """``name``, with more _ in front while ``df`` has a column of it."""
-    while name in df.columns:
+    """``name``, with more _ in front while ``df`` has a column of it (in any letter case, as DuckDB reads names)."""
+    taken = {str(c).lower() for c in df.columns}
+    while name.lower() in taken:
         name = "_" + name
     return name
 
@@ -85,9 +86,7 @@ class TableSource:
             raise ValueError("the DataFrame's sample_id column has duplicates: rows could not be told apart")
         # the frame's own row order, for a table that is not sorted (as a run's shows the log's order): a column of
         # positions beside the frame's, under a name none of them has (DuckDB's rowid is hidden by a "rowid" column)
-        row = FRAME_ROW
-        while row.lower() in {str(c).lower() for c in df.columns}:
-            row = "_" + row
+        row = _free_name(df, FRAME_ROW)
         df[row] = range(len(df))
         con = duckdb.connect()
         con.register("_frame", df)

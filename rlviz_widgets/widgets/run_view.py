@@ -456,7 +456,6 @@ class RunView(W.VBox):
             self._has_tokens, self._has_ref = caps
             self.kl_metric.layout.display = None if self._has_tokens else "none"
             self.chart.spec = self._spec()
-        self._on_selected(None)  # the picked sample's detail as the log has it now (a file rewritten, or gone)
         self.strip.reload()
         if self.group_table is not None:
             self.group_strip.reload()
@@ -470,8 +469,9 @@ class RunView(W.VBox):
             self.group_summary.value = self._groups_summary()
             self._on_group_pick({"new": self.group_table.selected_ids})  # the picked group may have grown
         self._on_count()
-        for name in ("filtered", "selected", "selected_tokens"):
-            self._refresh_frame(name)
+        self._refresh_frame("filtered")
+        # the picked sample as the log has it now (a file rewritten, or gone): its detail, strip and frames
+        self._on_selected(None)
 
     @traitlets.observe("follow")
     def _on_follow(self, change) -> None:

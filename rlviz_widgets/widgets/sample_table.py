@@ -76,22 +76,22 @@ class SampleTable(RpcWidget):
         """Show other data (same columns where they exist); sort, search and selection are kept."""
         self._data = data
         self._source = TableSource.from_run(data) if isinstance(data, Run) else TableSource.from_frame(data)
-        cols = [c for c in self.visible_columns if c in self._source.kinds] or self._source.default_columns()
-        self.columns = self._source.column_info(cols)
-        if self.sort_by and self.sort_by not in self._source.kinds:  # the new data lack it
-            self.sort_by = ""
-        self._query_changed(None)
+        self._show(self.visible_columns)
 
     def reload(self) -> None:
         """Re-read column ranges and counts (after the data grew) and redraw."""
         self._source = TableSource.from_run(self._data) if isinstance(self._data, Run) else self._source
         self._source.invalidate()
-        if self.sort_by and self.sort_by not in self._source.kinds:  # gone with a rewritten or deleted file
+        # default columns are chosen again: a followed run's first look may have had none filled (an empty file)
+        self._show(self._chosen or [])
+
+    def _show(self, columns: list[str]) -> None:
+        """Show ``columns`` where the data have them (else the defaults) and redraw; a sort by a column the data
+        lack (a rewritten or deleted file, other data) goes back to the data's order."""
+        if self.sort_by and self.sort_by not in self._source.kinds:
             self.sort_by = ""
-        # default columns are chosen again: a followed run's first look may have had none filled (an empty file);
-        # chosen ones the data no longer have (a rewritten file) are left out
-        chosen = [c for c in self._chosen or () if c in self._source.kinds]
-        self.columns = self._source.column_info(chosen or self._source.default_columns())
+        cols = [c for c in columns if c in self._source.kinds]
+        self.columns = self._source.column_info(cols or self._source.default_columns())
         self._query_changed(None)
 
     @traitlets.validate("selected_ids")
