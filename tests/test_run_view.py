@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import traitlets
 from conftest import call
+from ipywidgets.widgets.widget import _instances
 
 import rlviz_widgets as rw
 from rlviz_widgets.synth import make_record, write_log
@@ -121,7 +122,7 @@ def test_detail_escapes_model_text(logs, cache_dir):
 def test_step_navigation_uses_real_step_values(tmp_path, cache_dir):
     write_log(tmp_path / "gappy", steps=4, samples_per_step=4, tokens=8, ranks=1, step_gap=50)
     view = rw.RunView(tmp_path / "gappy", cache_dir=cache_dir, progress=False)
-    assert [v for _, v in view.step_slider.options] == [0, 50, 100, 150]
+    assert view.step_slider.values == (0, 50, 100, 150)
     view.next_button.click()
     assert view.steps == (0, 0)
     view.next_button.click()
@@ -130,6 +131,38 @@ def test_step_navigation_uses_real_step_values(tmp_path, cache_dir):
     assert view.steps == (0, 0)
     view.step_slider.value = 150
     assert view.steps == (150, 150) and view.table.row_count == 4
+    view.step_slider.children[0].value = 2  # the browser's slider moves over positions, the label shows the step
+    assert view.steps == (100, 100) and view.step_slider.value == 100 and view.step_slider.children[1].value == "100"
+    with pytest.raises(traitlets.TraitError, match="not one of the run's steps"):
+        view.step_slider.value = 51
+
+
+def _synced_bytes(widget) -> int:
+    """Bytes of the synced state of a widget and every widget below it."""
+    state = widget.get_state()
+    size = len(json.dumps(state, default=str))
+    for v in state.values():
+        for child in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(child, str) and child.startswith("IPY_MODEL_"):
+                size += _synced_bytes(_instances[child[len("IPY_MODEL_"):]])
+    return size
+
+
+def test_step_slider_state_does_not_grow_with_the_steps(tmp_path, cache_dir):
+    """ipywidgets' SelectionSlider synced a label per step (170 KB at 20,000 steps), again on every poll."""
+    logs = tmp_path / "long"
+    logs.mkdir()
+    with open(logs / "r.jsonl", "w") as f:
+        for s in range(5000):
+            f.write(json.dumps({"step": s * 1000, "prompt": "p", "response": "r", "reward": s / 5000}) + "\n")
+    view = rw.RunView(logs, cache_dir=cache_dir, progress=False)
+    assert view.step_slider.value == 0 and view.step_slider.values[-1] == 4_999_000
+    assert _synced_bytes(view.step_slider) < 10_000
+    with open(logs / "r.jsonl", "a") as f:
+        f.write(json.dumps({"step": 5_000_000, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")
+    view.step_slider.value = 4_999_000
+    assert view.poll() and view.step_slider.values[-1] == 5_000_000 and view.step_slider.value == 4_999_000
+    assert _synced_bytes(view.step_slider) < 10_000
 
 
 def test_poll_reads_appended_lines_and_keeps_the_users_state(logs, view):
@@ -143,7 +176,7 @@ def test_poll_reads_appended_lines_and_keeps_the_users_state(logs, view):
             f.write(json.dumps(make_record(random.Random(i), 6, i, 10, progress=1.0)) + "\n")
         f.write('{"prompt": "still writ')  # a job in the middle of a line
     assert view.poll() is True
-    assert 6 in view.run.step_values and view.step_slider.options[-1] == ("6", 6)
+    assert 6 in view.run.step_values and view.step_slider.values[-1] == 6
     assert view.chart.generation > gen and view.steps == (1.0, 3.0)
     assert view.table.sort_by == "reward" and view.selected_ids == [picked]
     assert view.run.n_samples == 127
@@ -207,7 +240,7 @@ def test_a_view_shows_what_another_view_of_its_run_read_first(tmp_path, cache_di
         f.write(json.dumps(make_record(random.Random(5), 1, 0, 4, progress=1.0)) + "\n")
     assert view_set.poll() is True and view_set.table.row_count == 5
     assert view_a.poll() is True  # the set read a's new line first
-    assert view_a.table.row_count == 3 and view_a.step_slider.options[-1] == ("1", 1)
+    assert view_a.table.row_count == 3 and view_a.step_slider.values[-1] == 1
     assert view_a.poll() is False
 
 

@@ -16,6 +16,7 @@ from ..run import Run, open_run
 from ..runset import RunSet
 from .chart import ChartWidget
 from .sample_table import SampleTable
+from .step_slider import StepSlider
 from .token_strip import TokenStrip
 
 _UNSET = object()
@@ -117,10 +118,7 @@ class RunView(W.VBox):
         self.kl_metric = W.ToggleButtons(options=[("KL", "kl_mean"), ("log-ratio", "log_ratio_mean")],
                                          value="kl_mean", style={"button_width": "80px"})
         self.kl_metric.layout.display = None if self._has_tokens else "none"
-        step_values = run.step_values
-        self.step_slider = W.SelectionSlider(options=[(str(s), s) for s in step_values] or [("-", 0)],
-                                             description="step", continuous_update=False,
-                                             layout=W.Layout(width="420px"))
+        self.step_slider = StepSlider(run.step_values)
         self.prev_button = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
         self.next_button = W.Button(description="next ▶", layout=W.Layout(width="80px"))
         self.clear_button = W.Button(description="clear filters", layout=W.Layout(width="110px"))
@@ -287,7 +285,8 @@ class RunView(W.VBox):
         if self._syncing:
             return
         s = change["new"]
-        self.steps = (s, s)
+        if s is not None:
+            self.steps = (s, s)
 
     def _sync_slider(self) -> None:
         values = set(self.run.step_values)
@@ -440,16 +439,11 @@ class RunView(W.VBox):
 
     def _data_changed(self) -> None:
         """The run grew: redraw curves and counts; brushes, sort and selection stay where they are."""
-        values = self.run.step_values
-        if values:
-            self._syncing = True
-            try:
-                current = self.step_slider.value
-                self.step_slider.options = [(str(s), s) for s in values]
-                if current in values:
-                    self.step_slider.value = current
-            finally:
-                self._syncing = False
+        self._syncing = True
+        try:
+            self.step_slider.set_values(self.run.step_values)
+        finally:
+            self._syncing = False
         self._header.value = self._header_html()
         caps = self._capabilities()
         if caps != (self._has_tokens, self._has_ref):  # a run followed from its first (empty) file gained them
