@@ -91,6 +91,10 @@ def test_sample_table_pages_sort_search_select(run):
     assert "response" in table.selected.columns
     with pytest.raises(traitlets.TraitError):
         table.sort_by = "nope"
+    # the browser caps its shift-click ranges at the cap the kernel's validator holds, which it is told
+    cap = table.get_state()["max_selected"]
+    with pytest.raises(traitlets.TraitError, match=f"at most {cap} rows"):
+        table.selected_ids = list(range(cap + 1))
 
 
 def test_sample_table_clips_long_text_and_returns_it_whole(tmp_path):

@@ -22,7 +22,7 @@ const MAX_INFLIGHT = 4; // concurrent "rows" requests; more would only queue sta
 const CACHE_PAGES = 64;
 const SEARCH_DEBOUNCE_MS = 250;
 const RETRY_AFTER_MS = 3000; // a failed page is not re-requested by scrolling before this
-const MAX_RANGE = 10_000; // shift-click range cap (rows); larger ranges are cut and the user told
+const MAX_SELECTED = 5000; // the kernel's cap on selected rows when its `max_selected` trait is absent
 
 interface Page {
   ids: number[];
@@ -489,13 +489,16 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void
     paint();
   }
 
-  /** Ids of rows lo..hi (inclusive), fetching missing pages; capped at MAX_RANGE rows. */
-  async function idsInRange(lo: number, hi: number, from: number): Promise<{ ids: number[]; capped: boolean } | null> {
+  /** The most rows the kernel lets be selected (its validator refuses more, keeping the old selection). */
+  const maxSelected = (): number => Number(model.get("max_selected")) || MAX_SELECTED;
+
+  /** Ids of rows lo..hi (inclusive), fetching missing pages; capped at `cap` rows, nearest the anchor. */
+  async function idsInRange(lo: number, hi: number, from: number, cap: number): Promise<{ ids: number[]; capped: boolean } | null> {
     let capped = false;
-    if (hi - lo + 1 > MAX_RANGE) {
+    if (hi - lo + 1 > cap) {
       capped = true;
-      if (from <= lo) hi = lo + MAX_RANGE - 1; // keep the end nearest the anchor
-      else lo = hi - MAX_RANGE + 1;
+      if (from <= lo) hi = lo + cap - 1; // keep the end nearest the anchor
+      else lo = hi - cap + 1;
     }
     const gen = generation;
     const pages = pagesFor(lo, hi, PAGE_SIZE);
@@ -512,20 +515,37 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void
   }
 
   async function selectRange(row: number, additive: boolean) {
-    const from = anchor ?? row;
+    if (anchor === null) anchor = row; // a shift-move with no anchor yet starts its range where it lands
+    const from = anchor;
     const token = ++selectToken;
     const lo = Math.min(from, row);
     const hi = Math.max(from, row);
+    const cap = maxSelected();
     note.textContent = hi - lo + 1 > PAGE_SIZE ? "selecting…" : "";
-    const res = await idsInRange(lo, hi, from);
+    const res = await idsInRange(lo, hi, from, cap);
     if (token !== selectToken || disposed) return;
     if (!res) {
       note.textContent = "range selection failed: rows could not be loaded";
       return;
     }
-    note.textContent = res.capped ? `range capped at ${MAX_RANGE.toLocaleString("en-US")} rows` : "";
+    let ids = res.ids;
+    let capped = res.capped;
+    if (additive) {
+      // added to what is selected: the union is capped too, keeping the rows nearest the anchor
+      const next = new Set(selected);
+      const order = from <= lo ? ids : [...ids].reverse();
+      for (const id of order) {
+        if (next.size >= cap && !next.has(id)) {
+          capped = true;
+          break;
+        }
+        next.add(id);
+      }
+      ids = [...next];
+    }
+    note.textContent = capped ? `selection capped at ${cap.toLocaleString("en-US")} rows` : "";
     cursor = row;
-    writeSelection(additive ? [...selected, ...res.ids] : res.ids);
+    writeSelection(ids);
   }
 
   function clickRow(row: number, ev: MouseEvent) {
@@ -542,7 +562,10 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void
     if (ev.ctrlKey || ev.metaKey) {
       const next = new Set(selected);
       if (next.has(id)) next.delete(id);
-      else next.add(id);
+      else if (next.size >= maxSelected()) {
+        note.textContent = `at most ${maxSelected().toLocaleString("en-US")} rows can be selected`;
+        return;
+      } else next.add(id);
       writeSelection(next);
     } else {
       writeSelection([id]);
@@ -554,6 +577,7 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void
     const base = cursor ?? (win ? win.firstVisible - (delta > 0 ? 1 : -1) : 0);
     const row = Math.min(total - 1, Math.max(0, base + delta));
     const token = ++selectToken;
+    if (extend && anchor === null) anchor = cursor ?? row; // Shift+arrow before any click: the range starts here
     cursor = row;
     scroll.scrollTop = scrollTopToReveal(row, ROW_HEIGHT, viewportHeight(), total, scroll.scrollTop);
     update();

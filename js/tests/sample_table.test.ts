@@ -394,10 +394,49 @@ describe("selection", () => {
     (t.el.querySelector(".rlv-sample-table") as any).rlvScrollToRow(20_000);
     const far = await t.loaded(20_000);
     t.click(far, { shiftKey: true });
-    await vi.waitFor(() => expect(t.state.selected_ids.length).toBe(10_000), { timeout: 3000 });
+    // at the kernel's cap (its validator refuses more and would keep the old selection): 5,000 by default
+    await vi.waitFor(() => expect(t.state.selected_ids.length).toBe(5_000), { timeout: 3000 });
     expect(t.state.selected_ids[0]).toBe(id(3));
-    expect(t.state.selected_ids[9_999]).toBe(id(10_002));
-    expect(t.el.querySelector(".rlv-note")!.textContent).toMatch(/capped/);
+    expect(t.state.selected_ids[4_999]).toBe(id(5_002));
+    expect(t.el.querySelector(".rlv-note")!.textContent).toMatch(/capped at 5,000/);
+  });
+
+  test("the cap is the kernel's max_selected, for ranges added with ctrl+shift and for ctrl-clicks", async () => {
+    const t = mount({ max_selected: 300 });
+    await t.loaded(0);
+    t.click(t.rowEl(0)!);
+    (t.el.querySelector(".rlv-sample-table") as any).rlvScrollToRow(199);
+    t.click(await t.loaded(199), { shiftKey: true });
+    await vi.waitFor(() => expect(t.state.selected_ids.length).toBe(200));
+    (t.el.querySelector(".rlv-sample-table") as any).rlvScrollToRow(1_000);
+    t.click(await t.loaded(1_000), { ctrlKey: true }); // 201 rows, anchor 1,000
+    (t.el.querySelector(".rlv-sample-table") as any).rlvScrollToRow(1_400);
+    t.click(await t.loaded(1_400), { shiftKey: true, ctrlKey: true });
+    await vi.waitFor(() => expect(t.state.selected_ids.length).toBe(300));
+    expect(t.state.selected_ids).toContain(id(1_099)); // the rows nearest the anchor are kept
+    expect(t.state.selected_ids).not.toContain(id(1_100));
+    expect(t.el.querySelector(".rlv-note")!.textContent).toMatch(/capped at 300/);
+    t.click(t.rowEl(1_400)!, { ctrlKey: true }); // one more: refused, said so
+    expect(t.state.selected_ids.length).toBe(300);
+    expect(t.el.querySelector(".rlv-note")!.textContent).toMatch(/at most 300 rows/);
+  });
+
+  test("shift+arrow before any click starts its range where the cursor lands", async () => {
+    const t = mount();
+    await t.loaded(0);
+    const key = () => t.scroll.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown", shiftKey: true, bubbles: true }));
+    key();
+    await vi.waitFor(() => expect(t.state.selected_ids).toEqual([id(0)]));
+    key();
+    key();
+    await vi.waitFor(() => expect([...t.state.selected_ids].sort()).toEqual([id(0), id(1), id(2)]));
+    t.pySet("sort_by", "reward"); // a sort forgets the anchor and cursor: the next range starts afresh
+    t.pySet("generation", 2);
+    await t.loaded(0);
+    key();
+    await vi.waitFor(() => expect(t.state.selected_ids.length).toBe(1));
+    key();
+    await vi.waitFor(() => expect(t.state.selected_ids.length).toBe(2));
   });
 
   test("a short shift range over pages fetches them", async () => {

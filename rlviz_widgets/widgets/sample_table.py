@@ -40,6 +40,9 @@ class SampleTable(RpcWidget):
     height = traitlets.Int(360).tag(sync=True)
     """Height of the scroll area in px."""
 
+    max_selected = traitlets.Int(MAX_SELECTED, read_only=True).tag(sync=True)
+    """The most rows ``selected_ids`` takes: the browser caps shift-click ranges to it."""
+
     where = traitlets.Unicode("").tag(sync=False)
     """A SQL condition over the samples columns restricting the rows (set by code, e.g. by RunView)."""
 
