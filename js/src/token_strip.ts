@@ -8,7 +8,7 @@
  */
 import { createRpc, float32, type AnyModel } from "./lib/rpc";
 import type { DomainReply, StripSample, StripsReply } from "./lib/protocol";
-import { decodeTokens, groupUnits, textPieces, unitLabel, visibleText, type DisplayToken, type TokenUnit } from "./lib/token_text";
+import { decodeTokens, groupUnits, needsPieces, textPieces, unitLabel, visibleText, type DisplayToken, type TokenUnit } from "./lib/token_text";
 import {
   css,
   cssGradient,
@@ -29,8 +29,6 @@ import {
 } from "./lib/color";
 import { isDark, pageBackground, watchTheme } from "./lib/theme";
 
-/** Token text that needs textPieces (newline, tab, a run of spaces, or only spaces); the rest is shown as is. */
-const SPECIAL_WS = /[\n\r\t]| {2}|^ +$/;
 
 /** Tooltip metric order (the ones RL Logging Board shows first); others follow in reply order. */
 const METRIC_ORDER = ["token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value", "advantage"];
@@ -279,7 +277,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
 
   // ------------------------------------------------------------ strips
   /** One chip: a shallow clone of `proto` (class, colour and data-s already set) with its position and text. */
-  function buildChip(proto: HTMLElement, u: TokenUnit): HTMLElement {
+  function buildChip(proto: HTMLElement, u: TokenUnit, next: TokenUnit | undefined): HTMLElement {
     const chip = proto.cloneNode(false) as HTMLElement;
     chip.setAttribute("data-i", String(u.start));
     if (u.count > 1) chip.setAttribute("data-n", String(u.count));
@@ -288,12 +286,12 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       return chip;
     }
     const text = u.token.text;
-    if (!SPECIAL_WS.test(text)) {
-      // the common case: no newline, tab, space run or all-space token, so shown as it is
+    if (!needsPieces(text) || (text === "" && u.token.partial)) {
+      // the common case (no line end, tab, space run, hidden char): shown as it is; a continuation shows ◌
       chip.textContent = text;
       return chip;
     }
-    const pieces = textPieces(text);
+    const pieces = textPieces(text, next?.kind === "text" && next.token.text.startsWith("\n"));
     if (pieces.length === 1 && pieces[0].kind === "text") {
       chip.textContent = pieces[0].text;
       return chip;
@@ -424,7 +422,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
         if (lut) proto.setAttribute("style", lut[idx]);
         byStep[idx] = proto;
       }
-      const chip = buildChip(proto, u);
+      const chip = buildChip(proto, u, units[k + 1]);
       chips[k] = chip;
       bf.appendChild(chip);
     }
@@ -731,13 +729,18 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     refreshTooltip();
   }
 
-  /** Applies the `pinned` trait (set by Python or echoed back) to the view. */
-  function applyPinnedTrait() {
+  /** Applies the `pinned` trait (set by Python or echoed back) to the view; with `settled` (the shown
+   * samples are loaded), a pin on a token they lack is cleared in the trait too, not only in the view. */
+  function applyPinnedTrait(settled = !!reply && !root.hasAttribute("aria-busy")) {
     const p = model.get("pinned");
     let at: { s: number; u: number } | null = null;
     if (p && typeof p === "object") {
       const s = views.findIndex((v) => v.sample.sample_id === p.sample_id);
       if (s >= 0 && p.position >= 0 && p.position < views[s].tokens.length) at = { s, u: views[s].unitAt[p.position] };
+      if (!at && settled) {
+        model.set("pinned", null);
+        model.save_changes();
+      }
     }
     if (at?.s === pinned?.s && at?.u === pinned?.u) return;
     pinned = at;
@@ -767,9 +770,9 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
   const onClick = (e: Event) => {
     const at = chipOf(e.target);
     if (!at) return;
-    active = at;
-    if (pinned && pinned.s === at.s && pinned.u === at.u) setPinned(null);
-    else setPinned(at);
+    const unpin = pinned && pinned.s === at.s && pinned.u === at.u;
+    active = unpin ? null : at; // unpinned by the mouse: the tooltip follows the mouse again, and leaves with it
+    setPinned(unpin ? null : at);
   };
   const onKey = (e: KeyboardEvent) => {
     if ((e.target as Element | null)?.closest?.("select")) return; // the header's own keys
@@ -858,7 +861,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       syncMetricOptions();
       await updateScales(true);
       scheduleTable();
-      applyPinnedTrait();
+      if (seq === fetchSeq) applyPinnedTrait(true);
     } catch (e) {
       if (seq === fetchSeq) fail("loading tokens", e);
     } finally {

@@ -55,6 +55,14 @@ describe("scales", () => {
     expect(pos[2]).toBeGreaterThan(pos[0]); // blue side
   });
 
+  it("darkens an unknown all-negative metric towards its most negative value under every scope", () => {
+    const darker = (s: ReturnType<typeof scaleFor>) =>
+      relativeLuminance(valueColor(-5, s).rgb) < relativeLuminance(valueColor(-1, s).rgb);
+    expect(darker(scaleFor("ref_logp", [-5, -3, -1]))).toBe(true); // this sample
+    expect(darker(scaleFromDomain("ref_logp", -5, -1))).toBe(true); // this step / the whole run
+    expect(darker(scaleFromDomain("my_metric", 1, 5))).toBe(false); // positive: 5 is the dark end
+  });
+
   it("limits at the 99th percentile of |x| so an outlier does not wash out the rest", () => {
     const values = Array.from({ length: 200 }, (_, i) => Math.sin(i) * 0.5);
     values.push(40); // one outlier

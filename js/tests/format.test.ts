@@ -10,15 +10,24 @@ describe("numbers", () => {
     expect(formatNumber(1234.56)).toBe("1235");
     expect(formatNumber(0.00012346)).toBe("0.0001235");
   });
-  test("integral floats print as integers, large ones without exponent", () => {
+  test("integral floats print as integers, large ones without exponent up to 1e10", () => {
     expect(formatNumber(3)).toBe("3");
     expect(formatNumber(12345.6)).toBe("12346");
-    expect(formatNumber(1e21)).toBe("1000000000000000000000");
+    expect(formatNumber(9999999999)).toBe("9999999999");
+    expect(formatNumber(-9999999999.4)).toBe("-9999999999");
     expect(formatNumber(-0)).toBe("0");
     expect(formatNumber(-0.00001)).toBe("-1e-5");
   });
   test("tiny values use an exponent with 4 significant digits", () => {
     expect(formatNumber(1.23456e-7)).toBe("1.235e-7");
+  });
+  test("huge values too: their digits would not fit a number cell (1e12, 1e15 and 1e300 all read 10000000000…)", () => {
+    expect(formatNumber(1e10)).toBe("1e+10");
+    expect(formatNumber(123456789012.5)).toBe("1.235e+11");
+    expect(formatNumber(-3.2e20)).toBe("-3.2e+20");
+    expect(formatNumber(1e21)).toBe("1e+21");
+    expect(formatNumber(-1.2346e300)).toBe("-1.235e+300"); // the longest: 11 characters
+    expect(formatCell(1e15, { name: "loss", kind: "number" }).text).toBe("1e+15");
   });
   test("infinities and NaN", () => {
     expect(formatNumber(Infinity)).toBe("∞");

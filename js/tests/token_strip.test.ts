@@ -195,6 +195,47 @@ describe("TokenStrip render", () => {
     expect(tip.hidden).toBe(true);
   });
 
+  it("lets the tooltip go with the mouse once a click unpinned it", async () => {
+    const m = basicModel();
+    const el = mount(m);
+    await settle();
+    const chip = el.querySelector<HTMLElement>('.rlv-tok[data-i="1"]')!;
+    chip.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+    chip.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    chip.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(m.get("pinned")).toBeNull();
+    el.querySelector(".rlv-strips")!.dispatchEvent(new MouseEvent("mouseleave"));
+    expect(el.querySelector<HTMLElement>(".rlv-tooltip")!.hidden).toBe(true);
+  });
+
+  it("clears a pin whose token the reloaded samples lack, in the trait too", async () => {
+    const m = basicModel();
+    const el = mount(m);
+    await settle();
+    el.querySelector('.rlv-tok[data-i="4"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(m.get("pinned")).toEqual({ sample_id: 7, position: 4 });
+    m.samples = [{ sample_id: 7, tokens: ["Ġa", "Ġb"], metrics: { token_reward: [0.1, 0.2], kl: [0, 0], logprob: [-1, -1] } }];
+    m.set("generation", 1); // a poll rewrote the sample shorter
+    await settle();
+    expect(el.querySelectorAll(".rlv-strip-body .rlv-tok")).toHaveLength(2);
+    expect(el.querySelector<HTMLElement>(".rlv-tooltip")!.hidden).toBe(true);
+    expect(m.get("pinned")).toBeNull();
+    m.set("pinned", { sample_id: 7, position: 1 }); // a pin that exists is kept
+    expect(m.get("pinned")).toEqual({ sample_id: 7, position: 1 });
+  });
+
+  it("gives every token a visible chip, and a CRLF over two tokens one line break", async () => {
+    const m = new FakeModel({ sample_ids: [1] });
+    const tokens = ["▁line", "<0x0D>", "<0x0A>", "next", "", "\u200b", "\u202e", "x"];
+    m.samples = [{ sample_id: 1, tokens, metrics: { token_reward: tokens.map(() => 0.1) } }];
+    const el = mount(m);
+    await settle();
+    const chips = [...el.querySelectorAll<HTMLElement>(".rlv-strip-body .rlv-tok")];
+    expect(chips).toHaveLength(tokens.length);
+    expect(el.querySelectorAll(".rlv-strip-body br")).toHaveLength(1);
+    expect(chips.map((c) => c.textContent)).toEqual([" line", "␍", "↵", "next", "∅", "\\u200b", "\\u202e", "x"]);
+  });
+
   it("follows a pinned value set from Python", async () => {
     const m = basicModel();
     const el = mount(m);
@@ -491,18 +532,16 @@ describe("TokenStrip render", () => {
     delete document.body.dataset.jpThemeLight;
   });
 
-  it("renders a 4,000-token strip quickly", async () => {
+  it("renders a 4,000-token strip at once (its time is measured by benchmarks/widgets.py, in Chromium)", async () => {
     const n = 4000;
     const m = new FakeModel({ sample_ids: [1] });
     const tokens = Array.from({ length: n }, (_, i) => (i % 50 === 49 ? "Ċ" : `Ġtok${i}`));
     const vals = Array.from({ length: n }, (_, i) => Math.sin(i));
     m.samples = [{ sample_id: 1, tokens, metrics: { token_reward: vals, kl: vals.map(Math.abs), logprob: vals.map((v) => -Math.abs(v) * 5) } }];
     const el = mount(m);
-    const t0 = performance.now();
     await settle();
-    const ms = performance.now() - t0;
     expect(el.querySelectorAll(".rlv-tok")).toHaveLength(n);
-    expect(ms).toBeLessThan(1000);
+    expect(el.querySelectorAll(".rlv-strip-body br")).toHaveLength(n / 50);
   });
 
   it("builds strips far below the fold only when needed", async () => {

@@ -148,3 +148,48 @@ describe("mixed spellings", () => {
     expect(texts(["Ġa", "Ġ<img src=x>"])).toEqual([" a", " <img src=x>"]);
   });
 });
+
+describe("letters in U+0100–U+0143 are not byte-level marks by themselves", () => {
+  it("reads SentencePiece Polish and Turkish (ę, ı beside ▁) as SentencePiece", () => {
+    expect(texts(["▁Dzię", "kuję", "▁bardzo"])).toEqual([" Dzię", "kuję", " bardzo"]);
+    expect(texts(["▁Bu", "▁ılık", "▁su"])).toEqual([" Bu", " ılık", " su"]);
+  });
+
+  it("keeps decoded text with literal spaces or control bytes as it is", () => {
+    const d = decodeTokens(["Hello", " world", " ł", "ódź"]);
+    expect(d.map((t) => t.text)).toEqual(["Hello", " world", " ł", "ódź"]);
+    expect(d.some((t) => t.invalid)).toBe(false);
+    expect(texts(["Dzię", "kuję"])).toEqual(["Dzię", "kuję"]); // byte-level would make ę the control byte 0x19
+  });
+
+  it("still decodes byte-level BPE, with or without a spelled space", () => {
+    expect(texts(["ĠÅĤ", "Ã³dÅº"])).toEqual([" ł", "ódź"]);
+    expect(texts(["ÅĤ", "Ã³dÅº"])).toEqual(["ł", "ódź"]);
+  });
+});
+
+describe("characters that show nothing", () => {
+  it("are shown escaped, faint; an empty token as ∅", () => {
+    expect(textPieces("a\u200bb")).toEqual([
+      { text: "a", kind: "text" },
+      { text: "\\u200b", kind: "ws" },
+      { text: "b", kind: "text" },
+    ]);
+    expect(visibleText("\u202e")).toBe("\\u202e"); // a bidi override never reaches the page raw
+    expect(visibleText("\x00\x1b")).toBe("\\x00\\x1b");
+    expect(visibleText("x\u{e0041}")).toBe("x\\u{e0041}"); // a tag character (hidden ASCII)
+    expect(visibleText("\ud800")).toBe("\\ud800"); // a lone surrogate
+    expect(visibleText("")).toBe("∅");
+    expect(visibleText("👨\u200d👩")).toBe("👨\u200d👩"); // the joiner inside emoji stays
+    expect(unitLabel(groupUnits(decodeTokens(["<|a\u202eb|>"]))[0])).toBe("<|a\\u202eb|>");
+  });
+
+  it("draws one line end for a CR whose LF opens the next token", () => {
+    expect(visibleText("x\r")).toBe("x↵");
+    expect(textPieces("x\r", true)).toEqual([
+      { text: "x", kind: "text" },
+      { text: "␍", kind: "ws" },
+    ]);
+    expect(textPieces("\r\n").filter((p) => p.kind === "br")).toHaveLength(1);
+  });
+});

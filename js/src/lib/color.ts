@@ -135,7 +135,9 @@ export function scaleFromDomain(metric: string, lo: number, hi: number): Scale {
   }
   if (kind === "kl") return { metric, kind: "sequential", lo: 0, hi: positiveOr1(hi), ramp: rampFor(metric, kind), basis: "domain" };
   if (!(hi > lo)) return scaleFor(metric, [lo, hi]);
-  return { metric, kind: "sequential", lo, hi, ramp: rampFor(metric, kind), basis: "domain" };
+  // an unknown metric below zero darkens towards its most negative value, as scaleFor colours it per sample
+  const ramp = kind === "other" && hi <= 0 ? PURPLES_REV : rampFor(metric, kind);
+  return { metric, kind: "sequential", lo, hi, ramp, basis: "domain" };
 }
 
 /** True when two scales colour every value identically (same metric, limits and ramp). */

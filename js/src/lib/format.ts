@@ -35,22 +35,26 @@ export function formatInt(v: number): string {
   return Math.abs(r) >= 1e21 ? BigInt(r).toString() : String(r);
 }
 
+/** Past this, a float column's value is shown with an exponent (its digits would not fit a number cell). */
+const BIG = 1e10;
+
 /**
  * A float to 4 significant digits without trailing zeros ("0.1235", "-3.5", "12.35").
  * Integral values print as integers; |v| >= 10,000 rounds to an integer rather than using an
- * exponent (12345.6 -> "12346") because users compare magnitudes by length; tiny non-zero
- * values (|v| < 1e-4) use an exponent ("1.235e-5") since leading zeros would hide the digits.
+ * exponent (12345.6 -> "12346") because users compare magnitudes by length, up to 1e10: past it the
+ * digits would not fit a number cell (~11 characters), so huge values (a diverged loss) get an exponent
+ * ("1.235e+15"), as tiny non-zero values (|v| < 1e-4) do ("1.235e-5"), whose leading zeros would hide the digits.
  */
 export function formatNumber(v: number): string {
   if (Number.isNaN(v)) return "";
   if (!Number.isFinite(v)) return v > 0 ? "∞" : "-∞";
   if (v === 0) return "0";
-  if (Number.isInteger(v) || Math.abs(v) >= 1e4) return formatInt(v);
   const a = Math.abs(v);
-  if (a < 1e-4) {
+  if (a < 1e-4 || a >= BIG) {
     const [m, e] = v.toExponential(3).split("e");
     return `${String(parseFloat(m))}e${e}`;
   }
+  if (Number.isInteger(v) || a >= 1e4) return formatInt(v);
   const s = String(parseFloat(v.toPrecision(4))); // parseFloat drops trailing zeros
   return s === "-0" ? "0" : s;
 }

@@ -90,7 +90,8 @@ export function isSpecialToken(raw: string): boolean {
 
 // ------------------------------------------------------------------ decoding
 
-const SHIFTED = /[\u0100-\u0143]/; // only byte-level BPE produces these (Ġ, Ċ, ĉ, …)
+const SHIFTED = /[\u0100-\u0143]/; // byte-level BPE's bytes (Ġ, Ċ, ĉ, …), but also letters (ą ę ł ı ğ č …)
+const SHIFTED_WS = /[\u0120\u010a\u0109]/; // Ġ Ċ ĉ: space, newline and tab as byte-level spells them
 const SP_SPACE = "\u2581";
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -141,16 +142,20 @@ function validUtf8(bytes: number[]): boolean {
 /** Guess how a strip was spelled: byte-level BPE, SentencePiece, or plain text. */
 function detectMode(tokens: string[]): Mode {
   let sp = false;
+  let spelledWs = false;
   let nonAscii = false;
   for (const t of tokens) {
     if (isSpecialToken(t)) continue;
-    if (SHIFTED.test(t)) return "bytelevel";
     if (t.includes(SP_SPACE)) sp = true;
+    if (SHIFTED_WS.test(t)) spelledWs = true;
     if (/[^\x00-\x7f]/.test(t) && !BYTE_TOKEN.test(t)) nonAscii = true;
   }
+  // ▁ is no byte-level char (byte-level spells it "âĸģ"): the ę, ł, ı beside it are letters
   if (sp) return "sentencepiece";
+  if (spelledWs) return "bytelevel";
   if (!nonAscii) return "plain";
-  // Only Latin-1-looking chars: byte-level if they decode to valid UTF-8 (`Ã©` → é), else literal.
+  // Latin-1-looking or shifted chars, no spelled space: byte-level if every token is in its alphabet and the
+  // bytes make text (`Ã©` → é); Polish "Dzię" would end in the control byte 0x19, so it is taken literally.
   const all: number[] = [];
   for (const t of tokens) {
     if (isSpecialToken(t)) continue;
@@ -158,8 +163,11 @@ function detectMode(tokens: string[]): Mode {
     if (!b) return "plain";
     all.push(...b);
   }
-  return validUtf8(all) ? "bytelevel" : "plain";
+  return validUtf8(all) && !all.some(isControlByte) ? "bytelevel" : "plain";
 }
+
+/** A C0 control byte other than tab and line ends, or DEL: not in text a model writes. */
+const isControlByte = (b: number) => (b < 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d) || b === 0x7f;
 
 const hex = (b: number) => "\\x" + b.toString(16).padStart(2, "0");
 
@@ -253,8 +261,8 @@ export function groupUnits(tokens: DisplayToken[]): TokenUnit[] {
 
 /** Badge text for a unit: the token itself, or "×N pad" / "×N <tok>" for a collapsed run. */
 export function unitLabel(u: TokenUnit): string {
-  if (u.count <= 1) return u.token.text;
-  return `×${u.count} ${u.token.kind === "pad" ? "pad" : u.token.raw}`;
+  const label = u.count <= 1 ? u.token.text : `×${u.count} ${u.token.kind === "pad" ? "pad" : u.token.raw}`;
+  return label.replace(INVISIBLE_G, escapeChar); // `<|\u202e|>` would reverse the tokens after it
 }
 
 /** One piece of a token's visible text: plain text, a faint whitespace glyph, or a line break. */
@@ -263,15 +271,37 @@ export interface TextPiece {
   kind: "text" | "ws" | "br";
 }
 
+/** Characters that show nothing: controls (tab and line ends have glyphs), format characters (zero-width
+ * space, bidi overrides, tag characters…) but the zero-width joiner inside emoji, and lone surrogates. */
+const INVISIBLE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b\u200c\u200e\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]|[\u{e0000}-\u{e007f}]|[\ud800-\udfff]/u;
+const INVISIBLE_G = new RegExp(INVISIBLE.source, "gu");
+
+/** `\xNN` / `\uNNNN` / `\u{NNNNN}` for a character that shows nothing. */
+function escapeChar(ch: string): string {
+  const c = ch.codePointAt(0)!;
+  if (c < 0x100) return "\\x" + c.toString(16).padStart(2, "0");
+  if (c < 0x10000) return "\\u" + c.toString(16).padStart(4, "0");
+  return `\\u{${c.toString(16)}}`;
+}
+
+/** Does this token text need {@link textPieces} (a line end, tab, space run, all spaces, nothing, or a char that shows nothing)? */
+export function needsPieces(text: string): boolean {
+  return text === "" || /[\n\r\t]| {2}|^ +$/.test(text) || INVISIBLE.test(text);
+}
+
 /**
  * Split display text into pieces with visible whitespace: `↵` then a real line break for a
- * newline, `⇥` for a tab, `·` for spaces in a run of two or more or in an all-space token.
+ * newline, `⇥` for a tab, `·` for spaces in a run of two or more or in an all-space token,
+ * `\xNN` / `\uNNNN` for a character that shows nothing (a control, a zero-width or bidi character:
+ * hidden text is what an inspector must show), `∅` for an empty token. A `\r` ending the token
+ * when the next token starts with `\n` (`<0x0D>` `<0x0A>`) is `␍` without a break: one line end.
  * Single spaces between words stay spaces so prose stays readable.
  */
-export function textPieces(text: string): TextPiece[] {
+export function textPieces(text: string, lfFollows = false): TextPiece[] {
+  if (text === "") return [{ text: "\u2205", kind: "ws" }];
   const pieces: TextPiece[] = [];
   const allSpace = /^ +$/.test(text);
-  const re = /\n|\r\n?|\t| {2,}| /g;
+  const re = new RegExp(`\\n|\\r\\n?|\\t| {2,}| |${INVISIBLE.source}`, "gu");
   let last = 0;
   let m: RegExpExecArray | null;
   const push = (t: string, kind: TextPiece["kind"]) => {
@@ -283,11 +313,14 @@ export function textPieces(text: string): TextPiece[] {
     if (m.index > last) push(text.slice(last, m.index), "text");
     const s = m[0];
     if (s === "\t") push("\u21e5", "ws");
+    else if (s === "\r" && lfFollows && m.index + 1 === text.length) push("\u240d", "ws");
     else if (s[0] === "\n" || s[0] === "\r") {
       push("\u21b5", "ws");
       pieces.push({ text: "", kind: "br" });
-    } else if (s.length > 1 || allSpace) push("\u00b7".repeat(s.length), "ws");
-    else push(" ", "text");
+    } else if (s[0] === " ") {
+      if (s.length > 1 || allSpace) push("\u00b7".repeat(s.length), "ws");
+      else push(" ", "text");
+    } else push(s.replace(INVISIBLE_G, escapeChar), "ws");
     last = m.index + s.length;
   }
   if (last < text.length) push(text.slice(last), "text");
