@@ -59,5 +59,11 @@ export function createRpc(model: AnyModel, timeoutMs = 30000) {
       model.send({ type: "rpc", id, method, params });
     });
   }
-  return { call, dispose: () => model.off("msg:custom", onMsg) };
+  const dispose = () => {
+    model.off("msg:custom", onMsg);
+    // a closed view's requests are dropped: their timers would reject (and log) 30 s after it closed
+    for (const w of waiting.values()) clearTimeout(w.timer);
+    waiting.clear();
+  };
+  return { call, dispose };
 }
