@@ -37,17 +37,20 @@ def _free_name(df: pd.DataFrame, name: str) -> str:
 
 
 class TableSource:
-    """Pages over a relation with a ``sample_id`` column."""
+    """Pages over a relation whose rows an integer column tells apart (``sample_id``, else ``hidden_id``)."""
 
     def __init__(self, cursor: Callable[[], duckdb.DuckDBPyConnection], full: str, nums: str, rows_fn=None,
-                 natural_order: str | None = None):
+                 natural_order: str | None = None, hidden_id: str | None = None):
         self._cursor = cursor  # a run's cursors must come from it (they are given its token files)
         self._tag = f"_table_filter_{id(self):x}"  # several tables may share one run's database
         self.full = full  # relation with every column (texts too)
         self.nums = nums  # relation with the numeric columns only (fast to sort and count)
         self._rows_fn = rows_fn
+        # the ids the browser and `selected_ids` use: sample_id, or a column of row positions not shown
+        self.id_name = hidden_id or "sample_id"
+        self._id = _q(self.id_name)
         kinds = self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {full})").fetchall()
-        self.kinds = {c: t for c, t in kinds}
+        self.kinds = {c: t for c, t in kinds if c != hidden_id}
         num_cols = {c for (c, t) in self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
                                                      f"{nums})").fetchall() if not t.startswith("VARCHAR")}
         self.num_columns = [c for c in self.kinds if c in num_cols]
@@ -58,7 +61,7 @@ class TableSource:
         self._order = None
         # the log's own order where there is one, else sample_id
         if natural_order is None:  # a run's: the log's order
-            natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else "sample_id"
+            natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else self._id
         self._natural_order = natural_order
 
     @property
@@ -82,22 +85,21 @@ class TableSource:
             df = df.reset_index()
         if "sample_id" not in df.columns:
             df.insert(0, "sample_id", range(len(df)))
-        if not df["sample_id"].is_unique:
-            raise ValueError("the DataFrame's sample_id column has duplicates: rows could not be told apart")
         # the frame's own row order, for a table that is not sorted (as a run's shows the log's order): a column of
         # positions beside the frame's, under a name none of them has (DuckDB's rowid is hidden by a "rowid" column)
         row = _free_name(df, FRAME_ROW)
         df[row] = range(len(df))
+        keyed = _usable_ids(df["sample_id"])  # else rows are told apart by position, and sample_id is plain data
         con = duckdb.connect()
         con.register("_frame", df)
         con.execute("CREATE TABLE _frame_rows AS SELECT * FROM _frame")
         con.unregister("_frame")
-        con.execute(f"CREATE VIEW samples AS SELECT * EXCLUDE ({_q(row)}) FROM _frame_rows")
+        con.execute(f"CREATE VIEW samples AS SELECT * {f'EXCLUDE ({_q(row)}) ' if keyed else ''}FROM _frame_rows")
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
-                if _NUMBER_TYPE.fullmatch(t)]
+                if _NUMBER_TYPE.fullmatch(t) and c != row]
         con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)}, {_q(row)} FROM _frame_rows")
         con.execute("SET lock_configuration = true")  # as a run's: a filter cannot turn on logging to a file
-        return cls(con.cursor, "samples", "_nums", natural_order=_q(row))
+        return cls(con.cursor, "samples", "_nums", natural_order=_q(row), hidden_id=None if keyed else row)
 
     # -- columns -----------------------------------------------------------------------------
     def default_columns(self) -> list[str]:
@@ -157,11 +159,11 @@ class TableSource:
                                     or "false") + ")")
             uses_text = key[0] or not self._numeric_only(key[1])
             src = self.full if uses_text else self.nums
-            self.con.execute(f"CREATE OR REPLACE TABLE {self._tag} AS SELECT sample_id FROM {src} "
+            self.con.execute(f"CREATE OR REPLACE TABLE {self._tag} AS SELECT {self._id} FROM {src} "
                              f"WHERE {' AND '.join(conds)}")
             self._filter_key = key
             self._order_key = None
-        return f"(SELECT n.* FROM {self.nums} n SEMI JOIN {self._tag} f ON n.sample_id = f.sample_id)"
+        return f"(SELECT n.* FROM {self.nums} n SEMI JOIN {self._tag} f ON n.{self._id} = f.{self._id})"
 
     def _numeric_only(self, where: str) -> bool:
         """Whether ``where`` names no text column (in any letter case, as DuckDB reads names)."""
@@ -172,7 +174,7 @@ class TableSource:
 
     def ids(self, search: str = "", where: str = "", sort_by: str = "", desc: bool = False,
             offset: int = 0, limit: int | None = None) -> list[int]:
-        """sample_ids of the rows in display order (a slice of them).
+        """Ids (``id_name``) of the rows in display order (a slice of them).
 
         The order is computed once per (search, where, sort) and kept as an id array, so each
         page while scrolling is a slice instead of a new sort.
@@ -180,18 +182,17 @@ class TableSource:
         key = (_needle(search), where.strip(), sort_by, bool(desc) if sort_by else False)
         if key != self._order_key:
             rel = self._filtered(search, where)
-            order = "sample_id"
             if sort_by:
                 if sort_by not in self.kinds:
                     raise KeyError(f"cannot sort by {sort_by!r}: no such column")
                 if sort_by in self.text_columns:  # texts live in the full relation
-                    rel = (f"(SELECT f.sample_id, f.{_q(sort_by)} FROM {self.full} f "
-                           f"SEMI JOIN {rel} r ON f.sample_id = r.sample_id)")
-                order = f"{_q(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, sample_id"
+                    rel = (f"(SELECT f.{self._id}, f.{_q(sort_by)} FROM {self.full} f "
+                           f"SEMI JOIN {rel} r ON f.{self._id} = r.{self._id})")
+                order = f"{_q(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, {self._id}"
             else:  # the log's own order, filtered or not
                 order = self._natural_order
             # 8 bytes a row: even a million rows is a small numpy array, and a page is a slice
-            self._order = self.con.execute(f"SELECT sample_id FROM {rel} ORDER BY {order}").fetchnumpy()["sample_id"]
+            self._order = self.con.execute(f"SELECT {self._id} FROM {rel} ORDER BY {order}").fetchnumpy()[self.id_name]
             self._order_key = key
         offset = max(int(offset), 0)  # (a negative one would slice from the end)
         stop = len(self._order) if limit is None else offset + max(int(limit), 0)
@@ -207,11 +208,12 @@ class TableSource:
         ids = [int(i) for i in ids]
         if self._rows_fn is not None:
             return self._rows_fn(ids, columns)
-        cols = ", ".join(_q(c) for c in columns) if columns else "*"
+        hidden = f" EXCLUDE ({self._id})" if self.id_name not in self.kinds else ""
+        cols = ", ".join(_q(c) for c in columns) if columns else f"*{hidden}"
         if not ids:
             return self.con.execute(f"SELECT {cols} FROM {self.full} WHERE false").df()
-        df = self.con.execute(f"SELECT {cols}, sample_id AS __id FROM {self.full} "
-                              f"WHERE sample_id IN ({', '.join(map(str, ids))})").df()
+        df = self.con.execute(f"SELECT {cols}, {self._id} AS __id FROM {self.full} "
+                              f"WHERE {self._id} IN ({', '.join(map(str, ids))})").df()
         order = {sid: k for k, sid in enumerate(ids)}
         df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
         return df.drop(columns="__id").reset_index(drop=True)
@@ -220,7 +222,7 @@ class TableSource:
              sort_by: str = "", desc: bool = False, clip: int = TEXT_CLIP) -> dict:
         """One page for the front end: ids, rows (texts clipped) and clip flags."""
         ids = self.ids(search, where, sort_by, desc, offset, limit)
-        df = self.rows(ids, list(dict.fromkeys(["sample_id", *columns])))
+        df = self.rows(ids, list(dict.fromkeys([self.id_name, *columns])))
         rows, clipped = [], []
         for rec in df[columns].itertuples(index=False, name=None):
             row, flags = [], []
@@ -233,7 +235,7 @@ class TableSource:
                     row.append(_jsonable(v))
             rows.append(row)
             clipped.append(flags)
-        return {"offset": int(offset), "ids": [int(i) for i in df["sample_id"]], "rows": rows,
+        return {"offset": int(offset), "ids": [int(i) for i in df[self.id_name]], "rows": rows,
                 "clipped": clipped if any(any(f) for f in clipped) else None}
 
     def cell(self, sample_id: int, column: str) -> str:
@@ -242,6 +244,14 @@ class TableSource:
             raise KeyError(f"no sample {sample_id}")
         v = df.iloc[0, 0]
         return "" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def _usable_ids(ids: pd.Series) -> bool:
+    """Whether a frame's sample_id column can tell its rows apart in the browser: unique integers that a
+    JavaScript number holds exactly (text ids, gaps, duplicates or ids past 2**53 would name other rows)."""
+    if not pd.api.types.is_integer_dtype(ids.dtype) or ids.isna().any() or not ids.is_unique:
+        return False
+    return ids.empty or (int(ids.min()) >= -(2**53) and int(ids.max()) <= 2**53)
 
 
 def _needle(search: str) -> str:
@@ -271,4 +281,6 @@ def _jsonable(v):
         v = v.item()
     if isinstance(v, float) and v in (float("inf"), float("-inf")):
         return None
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
+        return str(v)  # a JavaScript number would round it: its digits, shown as they are
     return v if isinstance(v, (int, float, bool)) else str(v)

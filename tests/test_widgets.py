@@ -176,6 +176,28 @@ def test_state_stays_small_on_a_million_samples(tmp_path, open_run):
     assert frame_table.row_count == 1_000_000 and state_bytes(frame_table) < 100_000
 
 
+@pytest.mark.parametrize("ids", [["a", "b", "c"], [5, 5, 6], [0.5, 1.5, 2.5], [2**60 + 1, 2**60 + 2, 2**60 + 3],
+                                 pd.array([1, None, 3], dtype="Int64")])
+def test_a_frame_whose_sample_ids_cannot_name_rows_is_keyed_by_position(ids):
+    """Text ids failed every page (BinderException), duplicates were refused, float ids gave empty pages, and
+    ids past 2**53 were rounded by the browser's numbers, so a pick named another row. Such a frame's rows are
+    told apart by position; its sample_id is shown as data, a huge integer as its digits."""
+    df = pd.DataFrame({"sample_id": ids, "reward": [3.0, 1.0, 2.0]})
+    table = rw.SampleTable(df)
+    assert table.visible_columns == ["sample_id", "reward"]
+    table.sort_by = "reward"
+    page = call(table, "rows", offset=0, limit=10)[0]["result"]
+    assert page["ids"] == [1, 2, 0] and [r[1] for r in page["rows"]] == [1.0, 2.0, 3.0]
+    shown = [r[0] for r in page["rows"]]
+    want = [ids[1], ids[2], ids[0]]
+    assert shown == [str(v) if isinstance(v, int) and v > 2**53 else (None if pd.isna(v) else v) for v in want]
+    table.selected_ids = [page["ids"][0]]
+    picked = table.selected
+    assert list(picked.columns) == ["sample_id", "reward"] and picked.reward.tolist() == [1.0]
+    assert pd.isna(picked.sample_id[0]) if pd.isna(ids[1]) else picked.sample_id[0] == ids[1]
+    assert call(table, "cell", sample_id=0, column="reward")[0]["result"]["text"] == "3.0"
+
+
 def test_a_frames_table_keeps_the_frames_order_until_sorted(run):
     """Unsorted, a table over a DataFrame listed rows by sample_id: neither the frame's order (a frame the user
     sorted showed unsorted) nor the log's (a run's frame listed rank 0's samples of every step first)."""

@@ -63,6 +63,9 @@ describe("formatCell", () => {
     expect(formatCell(1000000012, sid).text).toBe("1000000012");
     expect(formatCell("<img src=x>", prompt).text).toBe("<img src=x>");
     expect(formatCell("0.5", reward).text).toBe("0.5");
+    // an integer past 2**53 comes as its digits: shown as they are, not rounded through a number
+    expect(formatCell("1152921504606846977", sid).text).toBe("1152921504606846977");
+    expect(formatCell("-9007199254740993", step).text).toBe("-9007199254740993");
   });
   test("counts", () => {
     expect(formatCount(12800)).toBe("12,800 rows");

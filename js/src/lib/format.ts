@@ -67,6 +67,8 @@ export function formatCell(v: CellValue, col: Pick<ColumnInfo, "name" | "kind">)
     return { text: formatNumber(v), missing: false };
   }
   if (typeof v === "string") {
+    // an integer past 2**53 comes as its digits (a number would round them): shown as they are
+    if ((col.kind === "int" || isIdColumn(col.name)) && /^-?\d+$/.test(v.trim())) return { text: v.trim(), missing: false };
     // numeric columns can arrive as strings (e.g. from JSON); show them as numbers when they parse
     if (col.kind !== "text" && v.trim() !== "" && !Number.isNaN(Number(v))) return formatCell(Number(v), col);
     return { text: v, missing: false };
