@@ -28,9 +28,9 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _free_name(df: pd.DataFrame, name: str) -> str:
-    """``name``, with more _ in front while ``df`` has a column of it (in any letter case, as DuckDB reads names)."""
-    taken = {str(c).lower() for c in df.columns}
+def _free_name(names: Iterable, name: str) -> str:
+    """``name``, with more _ in front while ``names`` hold it (in any letter case, as DuckDB reads names)."""
+    taken = {str(c).lower() for c in names}
     while name.lower() in taken:
         name = "_" + name
     return name
@@ -51,6 +51,7 @@ class TableSource:
         self._id = _q(self.id_name)
         kinds = self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {full})").fetchall()
         self.kinds = {c: t for c, t in kinds if c != hidden_id}
+        self._alias = _q(_free_name(self.kinds, "__id"))  # rows()'s own id column
         num_cols = {c for (c, t) in self.con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
                                                      f"{nums})").fetchall() if not t.startswith("VARCHAR")}
         self.num_columns = [c for c in self.kinds if c in num_cols]
@@ -76,18 +77,19 @@ class TableSource:
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:
         df = df.copy()
+        df.columns = _flat_names(df.columns)
         if any(n is not None for n in df.index.names) or not pd.api.types.is_integer_dtype(df.index.dtype):
             # the index holds data (a groupby's keys, a describe()'s labels): shown as columns, as reset_index()
             # does; an unnamed integer index is positions (of a filtered or sorted frame), left out
             names = [n if n is not None and n not in df.columns else None for n in df.index.names]
-            df.index = df.index.set_names([n if n is not None else _free_name(df, f"index_{k}" if k else "index")
+            df.index = df.index.set_names([n if n is not None else _free_name(df.columns, f"index_{k}" if k else "index")
                                            for k, n in enumerate(names)])
             df = df.reset_index()
         if "sample_id" not in df.columns:
             df.insert(0, "sample_id", range(len(df)))
         # the frame's own row order, for a table that is not sorted (as a run's shows the log's order): a column of
         # positions beside the frame's, under a name none of them has (DuckDB's rowid is hidden by a "rowid" column)
-        row = _free_name(df, FRAME_ROW)
+        row = _free_name(df.columns, FRAME_ROW)
         df[row] = range(len(df))
         keyed = _usable_ids(df["sample_id"])  # else rows are told apart by position, and sample_id is plain data
         con = duckdb.connect()
@@ -212,11 +214,11 @@ class TableSource:
         cols = ", ".join(_q(c) for c in columns) if columns else f"*{hidden}"
         if not ids:
             return self.con.execute(f"SELECT {cols} FROM {self.full} WHERE false").df()
-        df = self.con.execute(f"SELECT {cols}, {self._id} AS __id FROM {self.full} "
+        df = self.con.execute(f"SELECT {cols}, {self._id} AS {self._alias} FROM {self.full} "
                               f"WHERE {self._id} IN ({', '.join(map(str, ids))})").df()
         order = {sid: k for k, sid in enumerate(ids)}
-        df = df.iloc[df["__id"].map(order).argsort(kind="stable")]
-        return df.drop(columns="__id").reset_index(drop=True)
+        df = df.iloc[df.iloc[:, -1].map(order).argsort(kind="stable")]
+        return df.iloc[:, :-1].reset_index(drop=True)
 
     def page(self, offset: int, limit: int, columns: list[str], search: str = "", where: str = "",
              sort_by: str = "", desc: bool = False, clip: int = TEXT_CLIP) -> dict:
@@ -244,6 +246,17 @@ class TableSource:
             raise KeyError(f"no sample {sample_id}")
         v = df.iloc[0, 0]
         return "" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def _flat_names(columns: pd.Index) -> list:
+    """A frame's column names as DuckDB can take them: a groupby's ``agg`` levels joined (``reward_mean``), NUL
+    written out (DuckDB cuts a name at it)."""
+    names = []
+    for c in columns:
+        if isinstance(c, tuple):
+            c = "_".join(str(p) for p in c if str(p) != "")
+        names.append(c.replace("\x00", "\\x00") if isinstance(c, str) else c)
+    return names
 
 
 def _usable_ids(ids: pd.Series) -> bool:

@@ -149,6 +149,22 @@ def test_sample_table_over_frames_of_any_column_types(tmp_path):
         nothing._source.con.execute("SET threads = 1")
 
 
+def test_sample_table_over_frames_with_odd_column_names():
+    """A column named "__id" (a JSON key) or holding NUL failed every page (KeyError), and a groupby's agg
+    columns (two levels) failed the constructor (BinderException). Agg levels are joined, NUL is written out."""
+    odd = rw.SampleTable(pd.DataFrame({"__id": ["a", "b"], "a\x00b": ["t", "u"], "x": [2, 1]}))
+    assert odd.visible_columns == ["sample_id", "__id", "a\\x00b", "x"]
+    odd.sort_by = "x"
+    page = call(odd, "rows", offset=0, limit=5)[0]["result"]
+    assert page["ids"] == [1, 0] and page["rows"] == [[1, "b", "u", 1], [0, "a", "t", 2]]
+    odd.selected_ids = [1]
+    assert odd.selected.to_dict("records") == [{"sample_id": 1, "__id": "b", "a\\x00b": "u", "x": 1}]
+    df = pd.DataFrame({"step": [1, 1, 2], "reward": [1.0, 3.0, 5.0]}).groupby("step").agg({"reward": ["mean", "max"]})
+    agg = rw.SampleTable(df)
+    assert agg.visible_columns == ["sample_id", "step", "reward_mean", "reward_max"]
+    assert call(agg, "rows", offset=0, limit=5)[0]["result"]["rows"] == [[0, 1, 2.0, 3.0], [1, 2, 5.0, 5.0]]
+
+
 def test_a_where_naming_a_text_column_in_another_letter_case(run):
     """``where`` is DuckDB SQL, whose names ignore case: ``PROMPT LIKE ...`` was sent to the numbers-only table
     (a BinderException) by the sample table, the histograms and the step frame."""
