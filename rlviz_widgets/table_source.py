@@ -82,7 +82,8 @@ class TableSource:
             # the index holds data (a groupby's keys, a describe()'s labels): shown as columns, as reset_index()
             # does; an unnamed integer index is positions (of a filtered or sorted frame), left out
             names = [n if n is not None and n not in df.columns else None for n in df.index.names]
-            df.index = df.index.set_names([n if n is not None else _free_name(df.columns, f"index_{k}" if k else "index")
+            df.index = df.index.set_names([n if n is not None else
+                                           _free_name(df.columns, f"index_{k}" if k else "index")
                                            for k, n in enumerate(names)])
             df = df.reset_index()
         if "sample_id" not in df.columns:

@@ -467,6 +467,33 @@ def test_after_a_poll_the_detail_and_the_sort_follow_a_rewritten_file(tmp_path, 
     assert page["ok"] and len(page["result"]["ids"]) == 1
 
 
+def test_the_panes_stay_small_whatever_the_texts(tmp_path, cache_dir):
+    """The picked sample's pane held its whole prompt, response, ref response and ground truth (a 3 MB response:
+    3 MB of widget state per click), a group's name went in whole twice, and the same prompt's history had a row
+    per step (1.5 MB at 20,000 steps, again after each poll)."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    qid = "q" * 5000
+    with open(log / "r0.jsonl", "w") as f:
+        f.write(json.dumps({"step": 0, "prompt": "P" * 60_000, "response": "R" * 80_000, "ref_response": "F" * 70_000,
+                            "ground_truth": "G" * 9000, "reward": 1.0, "qid": qid}) + "\n")
+        for step in range(1, 301):
+            f.write(json.dumps({"step": step, "prompt": "again", "response": "r", "reward": step, "qid": qid}) + "\n")
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False, columns={"group_id": "qid"})
+    big = int(view.run.samples.query("step == 0").sample_id.iloc[0])
+    view.selected_ids = [big]
+    assert len(view.detail.value) < 3 * 50_000 + 2000 + 5000
+    assert view.detail.value.count("more characters]") == 4  # prompt, response, ref response, ground truth
+    assert view.selected.response[0] == "R" * 80_000  # the frame has every character
+    view.tabs.selected_index = 1
+    frame = view.group_table._data
+    view.group_table.selected_ids = frame.loc[frame["step"] == 300, "sample_id"].tolist()
+    assert len(view.group_detail.value) < 3000 and "300:" in view.group_detail.value
+    history = view.prompt_history.value
+    assert history.count("<tr>") == 1 + 200 + 1 and "100 steps between" in history
+    assert "<td>1</td>" in history and "<td>300</td>" in history and "<td>150</td>" not in history
+
+
 def test_a_big_groups_detail_stays_small(tmp_path, cache_dir):
     """Picking a group put every member's whole response into the detail's HTML: a step of 2,000 samples without
     prompts (one group by the prompt fallback) made 4.6 MB of widget state. The cards are the best 16, clipped."""

@@ -23,6 +23,9 @@ _UNSET = object()
 MAX_HIST_STEPS = 200
 MAX_GROUP_CARDS = 16  # responses of a picked group shown side by side (as many as its token strips)
 MAX_CARD_CHARS = 2000  # of each (a card scrolls; the sample table and detail give the whole text)
+MAX_DETAIL_CHARS = 50_000  # of each text of the picked sample (a model's longest answers; view.selected has all)
+MAX_NAME_CHARS = 200  # of a group's name (an id may be a whole question)
+MAX_HISTORY_ROWS = 200  # steps of the prompt history table (its first and last; groups.prompt_history has all)
 MAX_CURVE_STEPS = 1000  # points per curve at most (a few per pixel): the chart's data stay small on any run
 
 
@@ -49,7 +52,7 @@ def _range(value, name: str):
 
 
 def _clip(text: str, limit: int = MAX_CARD_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying so: a group's cards are widget state, sent whole."""
+    """``text`` cut to ``limit`` characters, saying so: HTML panes are widget state, sent (and saved) whole."""
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"
 
 
@@ -399,12 +402,14 @@ class RunView(W.VBox):
                          f"<pre style='white-space: pre-wrap; margin: 2px 0; font-size: 12px; max-height: 160px; "
                          f"overflow: auto'>{html.escape(_clip(str(r['response'] or '')))}</pre></div>")
         more = len(members) - MAX_GROUP_CARDS
+        name = repr(row["group"]) if len(repr(row["group"])) <= MAX_NAME_CHARS else "<the group's name>"
         if more > 0:
             cards.append(f"<div style='align-self: center; font-size: 12px'>… and {more:,} more (lower rewards): "
-                         f"<code>rw.groups.group_samples(view.run, {html.escape(repr(row['group']))})</code></div>")
+                         f"<code>rw.groups.group_samples(view.run, {html.escape(name)})</code></div>")
         self.group_detail.value = (
             f"<div class='rlv-group-detail' style='color: var(--jp-ui-font-color1, #222)'>"
-            f"<div style='margin: 6px 0'>group <code>{html.escape(str(row['group']))}</code> · step "
+            f"<div style='margin: 6px 0'>group <code>{html.escape(_clip(str(row['group']), MAX_NAME_CHARS))}</code>"
+            f" · step "
             f"{int(row['step'])} · prompt:</div><pre style='white-space: pre-wrap; font-size: 12px'>"
             f"{html.escape(_clip(str(row['prompt'] or '')))}</pre>"
             f"<div style='display: flex; gap: 6px; overflow-x: auto'>{''.join(cards)}</div></div>")
@@ -415,9 +420,18 @@ class RunView(W.VBox):
         if "run" in hist.columns:  # a set of runs: the picked group's run
             hist = hist[hist["run"] == row["run"]]
         if len(hist) > 1:
-            rows = "".join(f"<tr><td>{int(h['step'])}</td><td>{int(h['responses'])}</td><td>{h['reward_mean']:.4g}"
-                           f"</td><td>{h['reward_std']:.3g}</td><td>{h['reward_min']:.4g} … {h['reward_max']:.4g}"
-                           f"</td></tr>" for _, h in hist.iterrows())
+            def tr(h) -> str:
+                return (f"<tr><td>{int(h['step'])}</td><td>{int(h['responses'])}</td><td>{h['reward_mean']:.4g}</td>"
+                        f"<td>{h['reward_std']:.3g}</td><td>{h['reward_min']:.4g} … {h['reward_max']:.4g}</td></tr>")
+
+            half = MAX_HISTORY_ROWS // 2
+            if len(hist) > MAX_HISTORY_ROWS:  # a prompt asked at every step of a long run: its first and last steps
+                gap = (f"<tr><td colspan='5'><i>… {len(hist) - 2 * half:,} steps between: "
+                       f"<code>rw.groups.prompt_history(view.run, prompt)</code> gives every one</i></td></tr>")
+                rows = "".join(map(tr, hist.head(half).to_dict("records"))) + gap + "".join(
+                    map(tr, hist.tail(half).to_dict("records")))
+            else:
+                rows = "".join(map(tr, hist.to_dict("records")))
             self.prompt_history.value = (
                 "<div class='rlv-prompt-history'><b>The same prompt across steps</b><table style='font-size: 12px'>"
                 "<tr><th>step</th><th>responses</th><th>reward mean</th><th>std</th><th>range</th></tr>"
@@ -597,14 +611,17 @@ class RunView(W.VBox):
         cols = [("prompt", r.get("prompt")), ("response", r.get("response"))]
         if "ref_response" in r and r.get("ref_response") is not None:
             cols.append(("ref response", r.get("ref_response")))
+        # a text past MAX_DETAIL_CHARS is cut (this pane is widget state, sent and saved whole): view.selected has it
         grid = "".join(f"<div><div style='font-weight: 600; margin-bottom: 2px'>{t}</div>"
-                       f"<pre class='rlv-detail-{t.replace(' ', '-')}' {box}>{esc(v)}</pre></div>" for t, v in cols)
+                       f"<pre class='rlv-detail-{t.replace(' ', '-')}' {box}>"
+                       f"{esc(_clip(v, MAX_DETAIL_CHARS) if isinstance(v, str) else v)}</pre></div>" for t, v in cols)
         facts = [*([("run", esc(r["run"]))] if "run" in r else []), ("sample", esc(r["sample_id"])),
                  ("step", esc(r["step"])), ("reward", num(r.get("reward"))),
                  ("ref_reward", num(r.get("ref_reward"))), ("gap", num(r.get("reward_gap"))),
                  ("kl mean", num(r.get("kl_mean"))), ("tokens", esc(r.get("n_tokens")))]
         if r.get("ground_truth") is not None:
-            facts.append(("ground truth", esc(r.get("ground_truth"))))
+            facts.append(("ground truth", esc(_clip(r["ground_truth"]) if isinstance(r["ground_truth"], str)
+                                              else r["ground_truth"])))
         facts.append(("from", f"{esc(os.path.basename(str(r['file'])))}:{esc(r['line'])}"))
         fact_html = " · ".join(f"{k} <b>{v}</b>" for k, v in facts)
         return (f"<div class='rlv-detail' style='color: var(--jp-ui-font-color1, #222)'>"
