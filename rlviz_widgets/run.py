@@ -1096,6 +1096,14 @@ class Run:
         held = {i for (i,) in self._execute(f"SELECT sample_id FROM _nums WHERE sample_id IN ({listed})").fetchall()}
         return [i for i in ids if i in held]
 
+    def parts_of(self, sample_ids: Iterable[int]) -> list[str]:
+        """The cache parts holding these samples. Parts never change in place: while these stay the same, so do
+        the samples' records (a followed view redraws a token strip only when they change)."""
+        lines: dict[int, list[int]] = {}
+        for i in _id_list(sample_ids):
+            lines.setdefault(i // ID_STRIDE, []).append(i % ID_STRIDE)
+        return sorted(path for _, path in self._parts(lines)) if lines else []
+
     def token_arrays(self, sample_ids: Iterable[int]) -> list[dict]:
         """Per sample: id, step, reward, token strings and each token metric as a float32 array."""
         ids = _id_list(sample_ids)

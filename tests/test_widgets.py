@@ -39,6 +39,41 @@ def test_token_strip_sends_tokens_and_float32_metrics(run):
     assert strip.tokens.equals(run.tokens(ids))
 
 
+def test_token_strip_answers_stay_small_and_are_not_resent_for_nothing(tmp_path, open_run):
+    """A strip answer held every token of every sample (a group of 16 responses of 32k tokens: 22.6 MB; 100k chips
+    froze the page for seconds) and each token's whole text; every poll re-sent strips whose samples had not
+    changed. An answer holds ~32k tokens, each at most 1,000 characters, and says how many more there are."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    n = 40_000
+    long = {"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "response_tokens": ["x" * 5000] + ["a"] * (n - 1),
+            "logprobs": [-0.5] * n, "ref_logprobs": [-0.25] * n}
+    (log / "r0.jsonl").write_text(json.dumps(long) + "\n")
+    run = open_run(log)
+    sid = int(run.samples.sample_id[0])
+    strip = rw.TokenStrip(run, [sid])
+    content, buffers = call(strip, "strips")
+    sample = content["result"]["samples"][0]
+    assert len(sample["tokens"]) == 32_768 and sample["more"] == n - 32_768
+    assert sample["tokens"][0] == "x" * 1000 + "…" and len(buffers[0]) == 4 * 32_768
+    assert len(strip.tokens) == n  # the frame has every token
+    gen = strip.generation
+    with open(log / "r0.jsonl", "a") as f:  # another sample: the shown one is unchanged
+        f.write(json.dumps({**long, "step": 1, "response_tokens": ["b"] * 10, "logprobs": [-1.0] * 10,
+                            "ref_logprobs": [-1.0] * 10}) + "\n")
+    assert run.refresh()
+    strip.reload()
+    assert strip.generation == gen
+    (log / "r0.jsonl").write_text(json.dumps({**long, "response_tokens": ["c"] * n}) + "\n")  # rewritten
+    assert run.refresh()
+    strip.reload()
+    assert strip.generation == gen + 1 and call(strip, "strips")[0]["result"]["samples"][0]["tokens"][0] == "c"
+    strip.scale_scope = "run"  # limits of the whole run move as it grows: redrawn on every reload
+    gen = strip.generation
+    strip.reload()
+    assert strip.generation == gen + 1
+
+
 def test_token_strip_domains_and_validation(run):
     strip = rw.TokenStrip(run, run.samples.sample_id.head(1).tolist(), color_by="log_ratio")
     content, _ = call(strip, "domain", metric="log_ratio", scope="run")

@@ -65,6 +65,7 @@ const STYLE = `
 .rlv-strips:focus-visible{box-shadow:0 0 0 2px var(--rlv-accent)}
 .rlv-strip{margin:0 0 10px}
 .rlv-strip-label{color:var(--rlv-fg2);font-size:11px;margin-bottom:2px}
+.rlv-strip-more{color:var(--rlv-fg2);font-size:11px;font-style:italic;margin-top:2px}
 .rlv-strip-body{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);line-height:1.75;overflow-wrap:anywhere;white-space:pre-wrap}
 .rlv-tok{border-radius:2px;cursor:pointer}
 .rlv-ws{opacity:.55}
@@ -346,6 +347,10 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
       sv.body = el(doc, "div", "rlv-strip-body");
       sv.body.setAttribute("data-s", String(s));
       strip.appendChild(sv.body);
+      if (sv.sample.more) {
+        const more = `… ${sv.sample.more.toLocaleString("en-US")} more tokens, not sent (strip.tokens has every one)`;
+        strip.appendChild(el(doc, "div", "rlv-strip-more", more));
+      }
       frag.appendChild(strip);
       if (!sv.units.length) sv.body.appendChild(el(doc, "span", "rlv-empty", "(no tokens logged for this sample)"));
       if (budget > 0 || !IO) {

@@ -10,6 +10,7 @@ interface FakeSample {
   step?: number;
   tokens: string[];
   metrics: Record<string, number[]>;
+  more?: number;
 }
 
 /** The strip's model: rpc "domain" answered from `domain`, "strips" from `samples` (float32 buffers). */
@@ -51,6 +52,7 @@ class FakeModel extends BaseModel {
           reward: null,
           label: `step ${s.step ?? 1} · sample ${s.sample_id}`,
           tokens: s.tokens,
+          more: s.more,
           buffers: index,
         };
       }),
@@ -234,6 +236,19 @@ describe("TokenStrip render", () => {
     expect(chips).toHaveLength(tokens.length);
     expect(el.querySelectorAll(".rlv-strip-body br")).toHaveLength(1);
     expect(chips.map((c) => c.textContent)).toEqual([" line", "␍", "↵", "next", "∅", "\\u200b", "\\u202e", "x"]);
+  });
+
+  it("says how many tokens of a long sample were not sent", async () => {
+    const m = new FakeModel({ sample_ids: [1, 2] });
+    m.samples = [
+      { sample_id: 1, tokens: ["Ġa", "Ġb"], metrics: { token_reward: [0.1, 0.2] }, more: 40_000 },
+      { sample_id: 2, tokens: ["Ġc"], metrics: { token_reward: [0.3] } },
+    ];
+    const el = mount(m);
+    await settle();
+    const notes = [...el.querySelectorAll(".rlv-strip-more")].map((e) => e.textContent);
+    expect(notes).toEqual(["… 40,000 more tokens, not sent (strip.tokens has every one)"]);
+    expect(el.querySelector('.rlv-strip[data-s="0"] .rlv-strip-more')).not.toBeNull();
   });
 
   it("follows a pinned value set from Python", async () => {

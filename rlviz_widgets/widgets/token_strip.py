@@ -12,6 +12,9 @@ from ..run import Run
 from ._base import STATIC, RpcWidget, rpc, surface_errors
 
 MAX_SAMPLES = 64
+MAX_STRIP_TOKENS = 32_768  # tokens sent per answer, shared by its samples (a chip each: the page stays responsive)
+MIN_SAMPLE_TOKENS = 1024  # each sample's share at least
+MAX_TOKEN_CHARS = 1000  # of one token's text (a log's "token" may be a whole text)
 
 
 def _default_metric(metrics: list[str]) -> str:
@@ -52,18 +55,30 @@ class TokenStrip(RpcWidget):
         self._run = run
         metrics = run.token_metrics
         ids = [int(sample_ids)] if isinstance(sample_ids, (int, np.integer)) else [int(i) for i in sample_ids]
+        self._shown: tuple | None = None  # what the strips show: their cache parts and metrics (see reload)
         super().__init__(metrics=metrics, color_by=color_by or _default_metric(metrics), scale_scope=scale_scope,
                          sample_ids=ids, **kwargs)
 
     def reload(self) -> None:
-        """Take the run's token metrics again (a followed run may gain token arrays) and redraw."""
+        """Take the run's token metrics again (a followed run may gain token arrays) and redraw what changed.
+
+        The strips are sent again only when their samples' records may have changed (the cache parts holding
+        them are new: a rewritten file) or the metrics did; with a step or run colour scope, the limits move with
+        the run, so they are always redrawn. A poll that only added other samples sends nothing.
+        """
         metrics = self._run.token_metrics
         if metrics != self.metrics:
             with self.hold_trait_notifications():
                 self.metrics = metrics
                 if self.color_by not in metrics:
                     self.color_by = _default_metric(metrics)
-        self.refresh_view()
+        shown = self._data_key()
+        if shown != self._shown or self.scale_scope != "sample":
+            self._shown = shown
+            self.refresh_view()
+
+    def _data_key(self) -> tuple:
+        return tuple(self.metrics), tuple(self._run.parts_of(self.sample_ids))
 
     @traitlets.validate("color_by")
     def _check_color_by(self, proposal):
@@ -83,6 +98,7 @@ class TokenStrip(RpcWidget):
     @surface_errors
     def _ids_changed(self, _change) -> None:
         self.pinned = None
+        self._shown = self._data_key()
         self.refresh_view()
 
     @property
@@ -93,15 +109,18 @@ class TokenStrip(RpcWidget):
     @rpc
     def strips(self):
         samples, buffers = [], []
-        for s in self._run.token_arrays(self.sample_ids):
+        arrays = self._run.token_arrays(self.sample_ids)
+        share = max(MAX_STRIP_TOKENS // max(len(arrays), 1), MIN_SAMPLE_TOKENS)
+        for s in arrays:
             index = {}
             for m, arr in s["metrics"].items():
                 index[m] = len(buffers)
-                buffers.append(memoryview(np.ascontiguousarray(arr, dtype="<f4")).cast("B"))
+                buffers.append(memoryview(np.ascontiguousarray(arr[:share], dtype="<f4")).cast("B"))
             reward = "" if s["reward"] is None else f" · reward {s['reward']:.4g}"
+            tokens = [t if len(t) <= MAX_TOKEN_CHARS else f"{t[:MAX_TOKEN_CHARS]}…" for t in s["tokens"][:share]]
             samples.append({"sample_id": s["sample_id"], "step": s["step"], "reward": s["reward"],
                             "label": f"step {s['step']} · sample {s['sample_id']}{reward}",
-                            "tokens": s["tokens"], "buffers": index})
+                            "tokens": tokens, "more": max(len(s["tokens"]) - share, 0), "buffers": index})
         return {"generation": self.generation, "metrics": self.metrics, "samples": samples}, buffers
 
     @rpc

@@ -22,6 +22,7 @@ export interface StripSample {
   reward: number | null;
   label: string; // e.g. "step 40 · sample 1000000012 · reward 0.93"
   tokens: string[]; // raw token strings as logged (may be "Ġthe", "<0x0A>", "<PAD>"); [] if none
+  more?: number; // tokens of the sample past those sent (a reply holds ~32k tokens at most)
   buffers: Record<string, number>; // metric -> index into the reply's buffers (Float32Array, NaN = missing)
 }
 
