@@ -18,6 +18,7 @@ DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_g
                    "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
+MAX_EXTRA_COLUMNS = 24  # custom columns shown by default (a log may have hundreds: each is in every page sent)
 FRAME_ROW = "__frame_row"  # a DataFrame's row position, beside its numbers (more _ in front if the frame has it)
 SEARCH_COLUMNS = ("prompt", "response", "ref_response")
 # DuckDB types a DataFrame's column may have that sort, filter and bin as numbers (times, enums, bytes do not)
@@ -106,13 +107,15 @@ class TableSource:
 
     # -- columns -----------------------------------------------------------------------------
     def default_columns(self) -> list[str]:
+        """The common columns the data have, then the first ``MAX_EXTRA_COLUMNS`` others; columns without a
+        value are left out (unless there are no rows: hiding the empty ones would hide them all)."""
         present = [c for c in DEFAULT_COLUMNS if c in self.kinds]
         extras = [c for c in self.kinds if c not in DEFAULT_COLUMNS and c not in HIDDEN]
-        cols = present + extras
-        if not self.count():  # no rows: every column shown (hiding the empty ones would hide them all)
-            return cols
-        empty = self._all_null([c for c in cols if c in self.num_columns])
-        return [c for c in cols if c not in empty]
+        if self.count():
+            empty = self._all_null([c for c in present + extras if c in self.num_columns])
+            present = [c for c in present if c not in empty]
+            extras = [c for c in extras if c not in empty]
+        return present + extras[:MAX_EXTRA_COLUMNS]
 
     def _all_null(self, cols: list[str]) -> set[str]:
         if not cols:

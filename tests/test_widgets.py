@@ -184,6 +184,29 @@ def test_sample_table_over_frames_of_any_column_types(tmp_path):
         nothing._source.con.execute("SET threads = 1")
 
 
+def test_a_table_shows_24_custom_columns_and_others_on_demand(tmp_path, open_run):
+    """Every custom field was a shown column: 500 of them made a 100-row page 1 MB and the columns trait 61 KB."""
+    log = tmp_path / "logs"
+    log.mkdir()
+    (log / "r0.jsonl").write_text("".join(json.dumps({"step": 0, "prompt": "p", "response": "r", "reward": 1.0,
+                                                      **{f"m{k:03d}": k + i for k in range(100)}}) + "\n"
+                                          for i in range(3)))
+    table = rw.SampleTable(open_run(log))
+    custom = [c for c in table.visible_columns if c.startswith("m")]
+    assert custom == [f"m{k:03d}" for k in range(24)] and "reward" in table.visible_columns
+    page = call(table, "rows", offset=0, limit=100)[0]["result"]
+    assert len(page["rows"][0]) == len(table.visible_columns) < 40
+    table.show_columns(["sample_id", "m099", "reward"])
+    assert table.visible_columns == ["sample_id", "m099", "reward"]
+    assert call(table, "rows", offset=0, limit=1)[0]["result"]["rows"][0][1] == 99
+    table.reload()  # a poll keeps the columns picked
+    assert table.visible_columns == ["sample_id", "m099", "reward"]
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        table.show_columns(["nope"])
+    table.show_columns()
+    assert [c for c in table.visible_columns if c.startswith("m")] == custom
+
+
 def test_sample_table_over_frames_with_odd_column_names():
     """A column named "__id" (a JSON key) or holding NUL failed every page (KeyError), and a groupby's agg
     columns (two levels) failed the constructor (BinderException). Agg levels are joined, NUL is written out."""

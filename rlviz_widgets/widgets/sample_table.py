@@ -75,6 +75,14 @@ class SampleTable(RpcWidget):
         ids = self._source.ids(self.search, self.where, self.sort_by, self.sort_desc)
         return self._source.rows(ids, list(dict.fromkeys(["sample_id", *self.visible_columns])))
 
+    def show_columns(self, columns: list[str] | None = None) -> None:
+        """Show these columns, in this order (None: the defaults, which hold at most 24 custom columns)."""
+        unknown = [c for c in columns or [] if c not in self._source.kinds]
+        if unknown:
+            raise KeyError(f"no column {unknown[0]!r}; columns: {', '.join(self._source.kinds)}")
+        self._chosen = list(columns) if columns else None
+        self._show(self._chosen or [])
+
     def replace_data(self, data: Run | pd.DataFrame) -> None:
         """Show other data (same columns where they exist); sort, search and selection are kept."""
         self._data = data
