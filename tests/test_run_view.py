@@ -390,6 +390,26 @@ def test_a_long_runs_curves_travel_in_buckets(tmp_path, cache_dir, monkeypatch):
         int(((s.step > 4) & (s.step < 6)).sum()), int((s.step >= 6).sum())]
 
 
+def test_several_runs_share_the_charts_limits(tmp_path, cache_dir):
+    """Each run of a set had its own 1,000 curve points and 200 heat-map step buckets: 30 runs of 200 steps made
+    the chart's data 6.9 MB, sent again on every control change and poll."""
+    runs = {}
+    for k in range(12):
+        log = tmp_path / f"run{k}"
+        log.mkdir()
+        (log / "r.jsonl").write_text("".join(json.dumps({"step": s, "prompt": "p", "response": "r",
+                                                         "reward": (s * k) % 7, "ref_reward": 1.0}) + "\n"
+                                             for s in range(150)))
+        runs[f"run{k}"] = log
+    view = rw.RunView(runs, cache_dir=cache_dir, progress=False)
+    data = call(view.chart, "data")[0]["result"]["datasets"]
+    per_run = pd.DataFrame(data["steps"]).groupby("run").size()
+    assert len(per_run) == 12 and per_run.max() <= 100  # 150 steps each: in buckets
+    hist = pd.DataFrame(data["hist"])
+    assert hist.groupby("run").step.nunique().max() <= 20
+    assert hist[hist.run == "run3"].groupby("column")["count"].sum().tolist() == [150, 150]  # reward, gap: all
+
+
 @pytest.mark.parametrize("rng", [{"steps": (100, None)}, {"steps": (None, -7)}, {"reward": (float("inf"), None)},
                                  {"reward": (None, float("-inf"))}, {"reward": (1e300, None)}])
 def test_a_range_keeping_nothing_draws_a_brush_over_no_data(view, rng):

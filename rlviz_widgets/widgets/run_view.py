@@ -27,6 +27,8 @@ MAX_DETAIL_CHARS = 50_000  # of each text of the picked sample (a model's longes
 MAX_NAME_CHARS = 200  # of a group's name (an id may be a whole question)
 MAX_HISTORY_ROWS = 200  # steps of the prompt history table (its first and last; groups.prompt_history has all)
 MAX_CURVE_STEPS = 1000  # points per curve at most (a few per pixel): the chart's data stay small on any run
+MIN_RUN_CURVE_STEPS = 100  # points per run's curve at least, when several runs share MAX_CURVE_STEPS
+MIN_RUN_HIST_STEPS = 20  # step buckets per run's heat map at least, when several runs share MAX_HIST_STEPS
 
 
 def _range(value, name: str):
@@ -559,8 +561,11 @@ class RunView(W.VBox):
     def _datasets(self) -> dict[str, pd.DataFrame]:
         runs = self.run.runs if self._runs else {"": self.run}
         values = self.run.step_values
-        if len(values) > MAX_CURVE_STEPS:  # a long run: its curves in buckets of steps, as the heat map's
-            starts = values[:: -(-len(values) // MAX_CURVE_STEPS)]
+        # several runs share the limits (each at least a few buckets): the data grow with neither steps nor runs
+        points = max(MAX_CURVE_STEPS // len(runs), MIN_RUN_CURVE_STEPS)
+        hist_steps = max(MAX_HIST_STEPS // len(runs), MIN_RUN_HIST_STEPS)
+        if len(values) > points:  # a long run: its curves in buckets of steps, as the heat map's
+            starts = values[:: -(-len(values) // points)]
             per_run = {name: r.sql(r.steps_sql(starts=starts)) for name, r in runs.items()}
         else:
             per_run = {name: r.steps for name, r in runs.items()}
@@ -569,13 +574,13 @@ class RunView(W.VBox):
         stats = pd.concat([charts.steps_frame(st, run=name) for name, st in per_run.items()], ignore_index=True)
         by = ("run",) if self._runs else ()
         if self._runs:  # runs overlaid on one edge set: reward and gap
-            hist = pd.concat([self.run.histograms(["reward"], self.bins, max_steps=MAX_HIST_STEPS, by=by)]
-                             + ([self.run.histograms(["reward_gap"], self.bins, max_steps=MAX_HIST_STEPS, by=by)]
+            hist = pd.concat([self.run.histograms(["reward"], self.bins, max_steps=hist_steps, by=by)]
+                             + ([self.run.histograms(["reward_gap"], self.bins, max_steps=hist_steps, by=by)]
                                 if self._has_ref else []), ignore_index=True)
         else:  # policy and reference on one edge set, gap on its own
             cols = ["reward", "ref_reward"] if self._has_ref else ["reward"]
-            hist = pd.concat([self.run.histograms(cols, self.bins, max_steps=MAX_HIST_STEPS)]
-                             + ([self.run.histograms(["reward_gap"], self.bins, max_steps=MAX_HIST_STEPS)]
+            hist = pd.concat([self.run.histograms(cols, self.bins, max_steps=hist_steps)]
+                             + ([self.run.histograms(["reward_gap"], self.bins, max_steps=hist_steps)]
                                 if self._has_ref else []), ignore_index=True)
         return {"curves": curves, "steps": stats, "hist": hist}
 
