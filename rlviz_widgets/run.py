@@ -1096,13 +1096,15 @@ class Run:
         held = {i for (i,) in self._execute(f"SELECT sample_id FROM _nums WHERE sample_id IN ({listed})").fetchall()}
         return [i for i in ids if i in held]
 
-    def parts_of(self, sample_ids: Iterable[int]) -> list[str]:
-        """The cache parts holding these samples. Parts never change in place: while these stay the same, so do
-        the samples' records (a followed view redraws a token strip only when they change)."""
-        lines: dict[int, list[int]] = {}
-        for i in _id_list(sample_ids):
-            lines.setdefault(i // ID_STRIDE, []).append(i % ID_STRIDE)
-        return sorted(path for _, path in self._parts(lines)) if lines else []
+    def data_key(self, sample_ids: Iterable[int]) -> tuple:
+        """What these samples' records depend on: which of them the run holds (a cap or step range may let one
+        go), and the epoch of each file holding them (new whenever a file is read again from its start). While
+        it stays the same, so do their records: a followed view redraws a token strip only when it changes."""
+        ids = self._in_run(_id_list(sample_ids))
+        held = {i // ID_STRIDE for i in ids}
+        epochs = sorted((self._file_no.get(p), st.epoch) for p, st in self._file_states().items()
+                        if self._file_no.get(p) in held)
+        return tuple(ids), tuple(epochs)
 
     def token_arrays(self, sample_ids: Iterable[int]) -> list[dict]:
         """Per sample: id, step, reward, token strings and each token metric as a float32 array."""

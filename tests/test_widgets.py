@@ -57,6 +57,9 @@ def test_token_strip_answers_stay_small_and_are_not_resent_for_nothing(tmp_path,
     assert len(sample["tokens"]) == 32_768 and sample["more"] == n - 32_768
     assert sample["tokens"][0] == "x" * 1000 + "…" and len(buffers[0]) == 4 * 32_768
     assert len(strip.tokens) == n  # the frame has every token
+    from rlviz_widgets.widgets.token_strip import _shares
+
+    assert _shares([n, 10]) == [32_758, 10] and _shares([n] * 64) == [1024] * 64  # short ones leave theirs to others
     gen = strip.generation
     with open(log / "r0.jsonl", "a") as f:  # another sample: the shown one is unchanged
         f.write(json.dumps({**long, "step": 1, "response_tokens": ["b"] * 10, "logprobs": [-1.0] * 10,
@@ -72,6 +75,27 @@ def test_token_strip_answers_stay_small_and_are_not_resent_for_nothing(tmp_path,
     gen = strip.generation
     strip.reload()
     assert strip.generation == gen + 1
+
+
+def test_a_strip_is_redrawn_when_its_sample_leaves_a_capped_run(tmp_path, open_run):
+    """A per-step cap keeps the first lines of each step: another rank's earlier lines push a shown sample out of
+    the run, in a cache part that did not change (found by a review of the redraw check)."""
+    log = tmp_path / "logs"
+    log.mkdir()
+
+    def rec(tok: str) -> str:
+        return json.dumps({"step": 0, "prompt": "p", "response": tok, "reward": 1.0, "response_tokens": [tok, tok],
+                           "logprobs": [-0.5, -0.5], "ref_logprobs": [-0.25, -0.25]}) + "\n"
+
+    (log / "a.jsonl").write_text(rec("a0") + rec("a1") + rec("a2"))
+    run = open_run(log, max_samples_per_step=2)
+    shown = int(run.samples.sample_id.iloc[-1])
+    strip = rw.TokenStrip(run, [shown])
+    gen = strip.generation
+    (log / "b.jsonl").write_text(rec("b0") + rec("b1"))
+    assert run.refresh() and shown not in run.samples.sample_id.tolist()
+    strip.reload()
+    assert strip.generation == gen + 1 and call(strip, "strips")[0]["result"]["samples"] == []
 
 
 def test_token_strip_domains_and_validation(run):

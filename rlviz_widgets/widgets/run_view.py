@@ -562,8 +562,8 @@ class RunView(W.VBox):
         runs = self.run.runs if self._runs else {"": self.run}
         values = self.run.step_values
         # several runs share the limits (each at least a few buckets): the data grow with neither steps nor runs
-        points = max(MAX_CURVE_STEPS // len(runs), MIN_RUN_CURVE_STEPS)
-        hist_steps = max(MAX_HIST_STEPS // len(runs), MIN_RUN_HIST_STEPS)
+        points = min(MAX_CURVE_STEPS, max(MAX_CURVE_STEPS // len(runs), MIN_RUN_CURVE_STEPS))
+        hist_steps = min(MAX_HIST_STEPS, max(MAX_HIST_STEPS // len(runs), MIN_RUN_HIST_STEPS))
         if len(values) > points:  # a long run: its curves in buckets of steps, as the heat map's
             starts = values[:: -(-len(values) // points)]
             per_run = {name: r.sql(r.steps_sql(starts=starts)) for name, r in runs.items()}

@@ -22,6 +22,16 @@ def _default_metric(metrics: list[str]) -> str:
     return next((m for m in ("kl", "log_ratio", *metrics) if m in metrics), "kl")
 
 
+def _shares(lengths: list[int], budget: int = MAX_STRIP_TOKENS, least: int = MIN_SAMPLE_TOKENS) -> list[int]:
+    """Tokens sent of each sample: the budget shared out, what short samples leave going to the long ones."""
+    shares = [0] * len(lengths)
+    left = budget
+    for k, i in enumerate(sorted(range(len(lengths)), key=lengths.__getitem__)):
+        shares[i] = min(lengths[i], max(left // (len(lengths) - k), least))
+        left -= shares[i]
+    return shares
+
+
 class TokenStrip(RpcWidget):
     """One or more responses as token strips; hover a token for every metric, click to pin."""
 
@@ -62,9 +72,9 @@ class TokenStrip(RpcWidget):
     def reload(self) -> None:
         """Take the run's token metrics again (a followed run may gain token arrays) and redraw what changed.
 
-        The strips are sent again only when their samples' records may have changed (the cache parts holding
-        them are new: a rewritten file) or the metrics did; with a step or run colour scope, the limits move with
-        the run, so they are always redrawn. A poll that only added other samples sends nothing.
+        The strips are sent again only when their samples' records may have changed (a file holding them was
+        read again from its start, or the run let one go) or the metrics did; with a step or run colour scope, the
+        limits move with the run, so they are always redrawn. A poll that only added other samples sends nothing.
         """
         metrics = self._run.token_metrics
         if metrics != self.metrics:
@@ -78,7 +88,7 @@ class TokenStrip(RpcWidget):
             self.refresh_view()
 
     def _data_key(self) -> tuple:
-        return tuple(self.metrics), tuple(self._run.parts_of(self.sample_ids))
+        return tuple(self.metrics), self._run.data_key(self.sample_ids)
 
     @traitlets.validate("color_by")
     def _check_color_by(self, proposal):
@@ -110,8 +120,8 @@ class TokenStrip(RpcWidget):
     def strips(self):
         samples, buffers = [], []
         arrays = self._run.token_arrays(self.sample_ids)
-        share = max(MAX_STRIP_TOKENS // max(len(arrays), 1), MIN_SAMPLE_TOKENS)
-        for s in arrays:
+        shares = _shares([len(s["tokens"]) for s in arrays])
+        for s, share in zip(arrays, shares):
             index = {}
             for m, arr in s["metrics"].items():
                 index[m] = len(buffers)
