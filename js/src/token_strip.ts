@@ -734,9 +734,10 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     refreshTooltip();
   }
 
-  /** Applies the `pinned` trait (set by Python or echoed back) to the view; with `settled` (the shown
-   * samples are loaded), a pin on a token they lack is cleared in the trait too, not only in the view. */
-  function applyPinnedTrait(settled = !!reply && !root.hasAttribute("aria-busy")) {
+  /** Applies the `pinned` trait (set by Python or echoed back) to the view; with `settled` (just after the shown
+   * samples loaded: a pin may come with new sample_ids, whose fetch is still queued), a pin on a token they lack
+   * is cleared in the trait too, not only in the view. */
+  function applyPinnedTrait(settled = false) {
     const p = model.get("pinned");
     let at: { s: number; u: number } | null = null;
     if (p && typeof p === "object") {
@@ -914,7 +915,7 @@ function render({ model, el: host }: { model: AnyModel; el: HTMLElement }): () =
     }),
   );
   on("change:show_table", guard("table", renderTable));
-  on("change:pinned", guard("pinned", applyPinnedTrait));
+  on("change:pinned", guard("pinned", () => applyPinnedTrait()));
   on("change:height", () => applyHeight());
 
   metricSelect.addEventListener("change", () => {

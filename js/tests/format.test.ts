@@ -24,6 +24,7 @@ describe("numbers", () => {
   test("huge values too: their digits would not fit a number cell (1e12, 1e15 and 1e300 all read 10000000000…)", () => {
     expect(formatNumber(1e10)).toBe("1e+10");
     expect(formatNumber(123456789012.5)).toBe("1.235e+11");
+    expect(formatNumber(9999999999.6)).toBe("1e+10"); // it rounds to 11 digits
     expect(formatNumber(-3.2e20)).toBe("-3.2e+20");
     expect(formatNumber(1e21)).toBe("1e+21");
     expect(formatNumber(-1.2346e300)).toBe("-1.235e+300"); // the longest: 11 characters

@@ -251,6 +251,19 @@ describe("TokenStrip render", () => {
     expect(el.querySelector('.rlv-strip[data-s="0"] .rlv-strip-more')).not.toBeNull();
   });
 
+  it("keeps a pin set from Python together with new samples (it came before their fetch)", async () => {
+    const m = basicModel();
+    const el = mount(m);
+    await settle();
+    m.samples = [{ sample_id: 8, tokens: ["Ġc", "Ġd", "Ġe"], metrics: { token_reward: [0.1, 0.2, 0.3] } }];
+    m.set("sample_ids", [8]); // `with strip.hold_sync(): strip.sample_ids = [8]; strip.pinned = {...}`: one message
+    m.set("pinned", { sample_id: 8, position: 2 });
+    m.set("generation", 1);
+    await settle();
+    expect(m.get("pinned")).toEqual({ sample_id: 8, position: 2 });
+    expect(el.querySelector('.rlv-tok[data-i="2"]')!.classList.contains("rlv-pinned")).toBe(true);
+  });
+
   it("follows a pinned value set from Python", async () => {
     const m = basicModel();
     const el = mount(m);

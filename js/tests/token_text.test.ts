@@ -193,3 +193,33 @@ describe("characters that show nothing", () => {
     expect(textPieces("\r\n").filter((p) => p.kind === "br")).toHaveLength(1);
   });
 });
+
+describe("byte-level strips without a spelled space", () => {
+  const table = bytesToUnicode();
+  const spell = (bytes: number[]) => bytes.map((b) => table[b]).join("");
+  const utf8 = (s: string) => Array.from(new TextEncoder().encode(s));
+
+  it("decode a CJK answer cut mid-character at max length, and emoji around a stray byte", () => {
+    const b = utf8("你好世界。");
+    const toks = [0, 3, 6, 9].map((i) => spell(b.slice(i, i + 3))).concat(spell(b.slice(12, 14)));
+    expect(texts(toks).slice(0, 4)).toEqual(["你", "好", "世", "界"]);
+    const e = utf8("😀👍");
+    expect(texts([spell(e.slice(0, 4)), spell([0xff]), spell(e.slice(4, 8))])).toEqual(["😀", "\\xff", "👍"]);
+  });
+
+  it("leave decoded Esperanto (ĉ is a tab in byte-level) as letters", () => {
+    expect(texts(["ĉiu", "j"])).toEqual(["ĉiu", "j"]);
+  });
+});
+
+describe("joiners", () => {
+  it("are spelling between letters or emoji (Persian, Hindi, 👨‍👩‍👧), escaped elsewhere", () => {
+    for (const word of ["می\u200cخواهم", "क्\u200dष", "👨\u200d👩\u200d👧", "👍🏽\u200d"]) {
+      if (word.endsWith("\u200d")) expect(visibleText(word)).toBe("👍🏽\\u200d");
+      else expect(visibleText(word)).toBe(word);
+    }
+    expect(visibleText("\u200c")).toBe("\\u200c");
+    expect(visibleText("a \u200db")).toBe("a \\u200db");
+    expect(visibleText("x\u2028y\u3164")).toBe("x\\u2028y\\u3164"); // a line separator, a blank filler
+  });
+});

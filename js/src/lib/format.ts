@@ -50,7 +50,7 @@ export function formatNumber(v: number): string {
   if (!Number.isFinite(v)) return v > 0 ? "∞" : "-∞";
   if (v === 0) return "0";
   const a = Math.abs(v);
-  if (a < 1e-4 || a >= BIG) {
+  if (a < 1e-4 || Math.round(a) >= BIG) {
     const [m, e] = v.toExponential(3).split("e");
     return `${String(parseFloat(m))}e${e}`;
   }

@@ -91,7 +91,7 @@ export function isSpecialToken(raw: string): boolean {
 // ------------------------------------------------------------------ decoding
 
 const SHIFTED = /[\u0100-\u0143]/; // byte-level BPE's bytes (Ġ, Ċ, ĉ, …), but also letters (ą ę ł ı ğ č …)
-const SHIFTED_WS = /[\u0120\u010a\u0109]/; // Ġ Ċ ĉ: space, newline and tab as byte-level spells them
+const SHIFTED_WS = /[\u0120\u010a]/; // Ġ Ċ: space and newline as byte-level spells them (ĉ, tab, is Esperanto's too)
 const SP_SPACE = "\u2581";
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -128,17 +128,6 @@ function tokenBytes(raw: string, mode: Mode): number[] {
   return Array.from(enc.encode(text));
 }
 
-/** True when the byte stream is entirely valid UTF-8. */
-function validUtf8(bytes: number[]): boolean {
-  for (let i = 0; i < bytes.length; ) {
-    const n = seqLen(bytes[i]);
-    if (!n || i + n > bytes.length) return false;
-    for (let k = 1; k < n; k++) if ((bytes[i + k] & 0xc0) !== 0x80) return false;
-    i += n;
-  }
-  return true;
-}
-
 /** Guess how a strip was spelled: byte-level BPE, SentencePiece, or plain text. */
 function detectMode(tokens: string[]): Mode {
   let sp = false;
@@ -155,7 +144,9 @@ function detectMode(tokens: string[]): Mode {
   if (spelledWs) return "bytelevel";
   if (!nonAscii) return "plain";
   // Latin-1-looking or shifted chars, no spelled space: byte-level if every token is in its alphabet and the
-  // bytes make text (`Ã©` → é); Polish "Dzię" would end in the control byte 0x19, so it is taken literally.
+  // bytes make text (`Ã©` → é; a CJK answer cut mid-character at max length: a few bad bytes among many
+  // characters); Polish "Dzię" would hold the control byte 0x19, Esperanto "ĉiu" a tab without any space, and
+  // Latin-1 "café" no character: literal.
   const all: number[] = [];
   for (const t of tokens) {
     if (isSpecialToken(t)) continue;
@@ -163,11 +154,29 @@ function detectMode(tokens: string[]): Mode {
     if (!b) return "plain";
     all.push(...b);
   }
-  return validUtf8(all) && !all.some(isControlByte) ? "bytelevel" : "plain";
+  if (all.some((b) => b < 0x20 || b === 0x7f)) return "plain"; // a tab or control byte but no spelled space
+  const { chars, bad } = utf8Counts(all);
+  return bad === 0 || (chars >= 2 && bad <= Math.max(3, chars / 20)) ? "bytelevel" : "plain";
 }
 
-/** A C0 control byte other than tab and line ends, or DEL: not in text a model writes. */
-const isControlByte = (b: number) => (b < 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d) || b === 0x7f;
+/** Multi-byte characters and bytes that are no part of one, in a byte stream read as UTF-8. */
+function utf8Counts(bytes: number[]): { chars: number; bad: number } {
+  let chars = 0;
+  let bad = 0;
+  for (let i = 0; i < bytes.length; ) {
+    const n = seqLen(bytes[i]);
+    let ok = n > 0 && i + n <= bytes.length;
+    for (let k = 1; ok && k < n; k++) if ((bytes[i + k] & 0xc0) !== 0x80) ok = false;
+    if (!ok) {
+      bad++;
+      i++;
+    } else {
+      if (n > 1) chars++;
+      i += n;
+    }
+  }
+  return { chars, bad };
+}
 
 const hex = (b: number) => "\\x" + b.toString(16).padStart(2, "0");
 
@@ -272,8 +281,10 @@ export interface TextPiece {
 }
 
 /** Characters that show nothing: controls (tab and line ends have glyphs), format characters (zero-width
- * space, bidi overrides, tag characters…) but the zero-width joiner inside emoji, and lone surrogates. */
-const INVISIBLE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b\u200c\u200e\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]|[\u{e0000}-\u{e007f}]|[\ud800-\udfff]/u;
+ * space, bidi overrides, tag characters…), line and paragraph separators, blank fillers, lone surrogates, and
+ * the zero-width (non-)joiners but between letters or emoji, where they are spelling (Persian, Hindi, 👨‍👩‍👧). */
+const INVISIBLE =
+  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff9-\ufffb]|[\u{e0000}-\u{e007f}]|[\ud800-\udfff]|(?<![\p{L}\p{M}\p{Extended_Pictographic}\u{1f3fb}-\u{1f3ff}\ufe0f])[\u200c\u200d]|[\u200c\u200d](?![\p{L}\p{M}\p{Extended_Pictographic}])/u;
 const INVISIBLE_G = new RegExp(INVISIBLE.source, "gu");
 
 /** `\xNN` / `\uNNNN` / `\u{NNNNN}` for a character that shows nothing. */
