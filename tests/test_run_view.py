@@ -131,10 +131,30 @@ def test_step_navigation_uses_real_step_values(tmp_path, cache_dir):
     assert view.steps == (0, 0)
     view.step_slider.value = 150
     assert view.steps == (150, 150) and view.table.row_count == 4
-    view.step_slider.children[0].value = 2  # the browser's slider moves over positions, the label shows the step
-    assert view.steps == (100, 100) and view.step_slider.value == 100 and view.step_slider.children[1].value == "100"
+    slider = view.step_slider.children[0]  # evenly spaced: the browser's slider is over the steps, read live
+    assert (slider.min, slider.max, slider.step, slider.readout) == (0, 150, 50, True)
+    slider.value = 100
+    assert view.steps == (100, 100) and view.step_slider.value == 100
+    slider.value = 70  # a number typed into the readout: the nearest step
+    assert view.steps == (50, 50) and slider.value == 50
     with pytest.raises(traitlets.TraitError, match="not one of the run's steps"):
         view.step_slider.value = 51
+
+
+def test_a_step_slider_over_uneven_steps_moves_over_positions(tmp_path, cache_dir):
+    log = tmp_path / "uneven"
+    log.mkdir()
+    (log / "r.jsonl").write_text("".join(json.dumps({"step": s, "prompt": "p", "response": "r", "reward": 1.0}) + "\n"
+                                         for s in (3, 5, 40)))
+    view = rw.RunView(log, cache_dir=cache_dir, progress=False)
+    slider, label = view.step_slider.children
+    assert (slider.min, slider.max, slider.readout) == (0, 2, False) and label.value == "3"
+    slider.value = 2  # the label beside it shows the step
+    assert view.steps == (40, 40) and label.value == "40"
+    with open(log / "r.jsonl", "a") as f:  # steps evenly spaced no more, or again: the slider follows
+        f.write(json.dumps({"step": 41, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")
+    assert view.poll() and view.step_slider.values == (3, 5, 40, 41) and view.step_slider.value == 40
+    assert slider.value == 2 and slider.max == 3
 
 
 def _synced_bytes(widget) -> int:

@@ -10,21 +10,24 @@ import traitlets
 
 
 class StepSlider(W.HBox):
-    """A slider over the step values (uneven gaps kept); the browser gets an index and one label.
+    """A slider over the step values (uneven gaps kept); the browser gets a few numbers, never the list.
 
     ipywidgets' ``SelectionSlider`` syncs every option's label: 170 KB at 20,000 steps, sent again on each poll
-    of a run still training. Here the browser holds an ``IntSlider`` over positions and the step shown beside it.
+    of a run still training. Steps evenly spaced (the usual log) are an ``IntSlider`` over the steps themselves,
+    with its live readout; uneven ones an ``IntSlider`` over positions with the step shown beside it.
     """
 
     value = traitlets.Int(None, allow_none=True, help="The step shown (None while the run has no steps).")
 
     def __init__(self, values: Sequence[int], description: str = "step", width: str = "420px"):
         self._values: list[int] = []
-        self._slider = W.IntSlider(min=0, max=0, readout=False, continuous_update=False, description=description,
+        self._by_value = True  # the slider's numbers are the steps themselves (else positions in _values)
+        self._moving = False  # the slider is being set up: its own changes are not the user's
+        self._slider = W.IntSlider(min=0, max=0, continuous_update=False, description=description,
                                    layout=W.Layout(flex="1 1 auto"))
         self._label = W.Label(layout=W.Layout(min_width="4em"))
         super().__init__([self._slider, self._label], layout=W.Layout(width=width, align_items="center"))
-        self._slider.observe(self._on_index, "value")
+        self._slider.observe(self._on_slider, "value")
         self.set_values(values)
 
     @property
@@ -36,8 +39,24 @@ class StepSlider(W.HBox):
         """Move over new step values; the step shown stays if it is still one of them, else the first is shown."""
         self._values = [int(v) for v in values]
         keep = self.value if self._index(self.value) is not None else None
-        self._slider.disabled = not self._values
-        self._slider.max = max(len(self._values) - 1, 0)
+        gaps = {b - a for a, b in zip(self._values, self._values[1:])}
+        self._by_value = len(gaps) <= 1
+        if self._by_value:
+            lo, hi, step = (self._values[0], self._values[-1], gaps.pop() if gaps else 1) if self._values else (0, 0, 1)
+        else:
+            lo, hi, step = 0, len(self._values) - 1, 1
+        self._moving = True
+        try:
+            s = self._slider
+            with s.hold_trait_notifications():
+                if lo > s.max:  # min never above max, whichever way the range moved
+                    s.max, s.min = hi, lo
+                else:
+                    s.min, s.max = lo, hi
+                s.step, s.readout, s.disabled = step, self._by_value, not self._values
+        finally:
+            self._moving = False
+        self._label.layout.display = "none" if self._by_value else None
         self.value = keep if keep is not None else (self._values[0] if self._values else None)
         self._show()
 
@@ -59,10 +78,23 @@ class StepSlider(W.HBox):
     @traitlets.observe("value")
     def _show(self, _change=None) -> None:
         i = self._index(self.value)
-        if i is not None and self._slider.value != i:
-            self._slider.value = i
+        if i is not None:
+            at = self.value if self._by_value else i
+            if self._slider.value != at:
+                self._moving = True
+                try:
+                    self._slider.value = at
+                finally:
+                    self._moving = False
         self._label.value = "-" if self.value is None else str(self.value)
 
-    def _on_index(self, change) -> None:
-        if self._values and 0 <= change["new"] < len(self._values):
-            self.value = self._values[change["new"]]
+    def _on_slider(self, change) -> None:
+        if self._moving or not self._values:
+            return
+        v = int(change["new"])
+        if not self._by_value:
+            self.value = self._values[min(max(v, 0), len(self._values) - 1)]
+            return
+        i = bisect.bisect_left(self._values, v)  # a number typed into the readout: the nearest step
+        near = [self._values[k] for k in (i - 1, i) if 0 <= k < len(self._values)]
+        self.value = min(near, key=lambda s: abs(s - v))
