@@ -628,3 +628,60 @@ def test_a_key_written_twice_in_a_record_is_reported(tmp_path, open_run, monkeyp
             s = run.samples[run.samples.file.str.endswith("x.jsonl")].sort_values("line")
             assert s.reward.tolist() == [1.0, 2.0, 3.0, 4.0, 6.0] and s.step.tolist() == [0, 0, 1, 1, 1]
             assert s.acc.tolist()[:2] == [1.0, 3.0]
+
+
+def _transform_sql(tmp_path, cache_dir, monkeypatch, n_keys: int) -> str:
+    """The SQL a log with ``n_keys`` custom keys is transformed with (each is still a column of its own)."""
+    from rlviz_widgets.readers import rlb
+
+    seen: list[str] = []
+    query = rlb._query
+    monkeypatch.setattr(rlb, "_query", lambda con, sql: seen.append(sql) or query(con, sql))
+    keys = [f"rubric/item_{k:04d}" for k in range(n_keys)]
+    recs = [rec(0, i, {k: i + j / 10 for j, k in enumerate(keys)}) for i in range(3)]
+    run, _ = open_recording(write_lines(tmp_path / f"k{n_keys}" / "x.jsonl", recs), cache_dir)
+    s = run.samples.sort_values("line")
+    assert s[keys[-1].replace("/", "_")].tolist() == [i + (n_keys - 1) / 10 for i in range(3)]
+    assert len(seen) == 1
+    return seen[0]
+
+
+def test_the_transform_sql_does_not_grow_per_custom_key(tmp_path, cache_dir, monkeypatch):
+    """~20 SQL expressions per custom key made DuckDB's planning superlinear in the keys (its common-subexpression
+    pass): 100 lines of 1,000 keys took 108 s to open. The custom values are now one list per record sorted out
+    by a fixed set of lambdas: a key adds its name to the SQL, no expression (few keys: a struct field, many:
+    a map of each record, looked up by name in Python)."""
+    sql = {n: _transform_sql(tmp_path, cache_dir, monkeypatch, n) for n in (4, 40, 400)}
+    assert sql[4].count("CASE") == sql[40].count("CASE")
+    assert sql[400].count("CASE") <= sql[4].count("CASE") + 2  # the map's own (a record holding a key twice)
+    assert (len(sql[40]) - len(sql[4])) / 36 < 60  # its name, once (in the struct) or twice (path, name)
+    assert (len(sql[400]) - len(sql[4])) / 396 < 80
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_custom_fields_read_alike_from_a_struct_or_a_map(tmp_path, cache_dir, monkeypatch, wide):
+    """Many custom keys are read from a map of each record (``WIDE_EXTRAS``), a few from the transform's struct:
+    the two give the same columns and problems, whatever the values (numbers, texts, booleans, nulls, NaN,
+    lists, big integers, names in another case, keys written twice, keys only some records hold)."""
+    from rlviz_widgets.readers import rlb
+
+    monkeypatch.setattr(rlb, "WIDE_EXTRAS", -1 if wide else 10 ** 6)
+    body = '"step": 0, "prompt": "p", "response": "r", "reward": 1.0'
+    lines = [f'{{{body}, "acc": 1, "Acc": "x", "Prompt": "P", "big": 18446744073709551615, "mix": [1], '
+             f'"t": true, "nan": NaN, "q\\"k": 2, "": 5, "sparse_0": 1}}',
+             f'{{{body}, "acc": 2.5, "big": 3, "mix": "s", "t": null, "nan": 1, "dup": 1, "dup": 2, "sparse_1": "a"}}',
+             f'{{{body}, "acc": null, "Acc": 4, "mix": 7, "t": false, "nan": -Infinity, "obj": {{"a": 1}}}}']
+    run, _ = open_recording(write_lines(tmp_path / "logs" / "x.jsonl", lines), cache_dir)
+    s = run.samples.sort_values("line")
+    got = json.loads(s.drop(columns=["prompt", "response"]).to_json(orient="columns"))
+    got = {c: list(v.values()) for c, v in got.items()}
+    renamed = [c for c in got if c.startswith("Acc_")]
+    assert len(renamed) == 1 and got.pop(renamed[0]) == ["x", None, "4.0"]
+    assert {c: got[c] for c in ("acc", "Prompt_", "big", "mix", "t", "nan", "q_k", "dup", "sparse_0", "sparse_1")} == {
+        "acc": [1.0, 2.5, None], "Prompt_": ["P", None, None], "big": ["18446744073709551615", "3.0", None],
+        "mix": [None, "s", "7.0"], "t": [1.0, None, 0.0], "nan": [None, 1.0, None], "q_k": [2.0, None, None],
+        "dup": [None, 1.0, None], "sparse_0": [1.0, None, None], "sparse_1": [None, "a", None]}
+    assert "obj" not in got  # objects only: no column
+    assert sorted(zip(run.problems["line"], run.problems["kind"])) == [
+        (1, "nan"), (1, "renamed_field"), (1, "renamed_field"), (1, "unnamed_field"), (1, "wrong_type"),
+        (2, "duplicate_key"), (3, "nan")]

@@ -40,6 +40,7 @@ DEFAULT_PAD_TOKEN = "<PAD>"  # open_run's pad_token: stripped from the texts sho
 _BRACE = ord("{")
 BATCH_STRIDE = 1 << 40  # line numbers of chunks parsed together (``parse_many``): chunk k's line n is k * this + n
 BIG_LINE = 1 << 20  # a line this long that is no object is reported without parsing it
+WIDE_EXTRAS = 256  # more custom keys than this in a chunk: read from a map of each record, not a struct of them all
 
 
 def _q(name: str) -> str:
@@ -330,12 +331,29 @@ class RLBReader:
 
     def _transform(self, con: duckdb.DuckDBPyConnection, keys: set[str]) -> tuple[pa.Table, set[str]]:
         schema, ex, used = self._spec(keys)
-        extras, by_path = _split_extras(schema, sorted(k for k in keys if k not in used))
-        schema.update({k: "JSON" for k in extras})
-        extras = sorted(extras + by_path)
-        src = {k: self._extra(k) for k in extras}
-        # keys json_transform cannot take (the same name in another case as a key it has): looked up one by one
-        src.update({k: self._unwrap(f"json_extract(j, {_lit(_path(k))})") for k in by_path})
+        direct, by_path = _split_extras(schema, sorted(k for k in keys if k not in used))
+        extras = sorted(direct + by_path)
+        # The custom fields' values come out as one list per record, sorted out by lambdas and split into columns
+        # in Python (``_extra_columns``): the same SQL for any number of keys. SQL per key made DuckDB's planning
+        # superlinear (common subexpressions over ~20 expressions per key: 3 s for 300 keys, 100 s for 1,000).
+        wide = bool(extras) and len(extras) > WIDE_EXTRAS
+        if not extras:
+            values = keyed = ""
+        elif wide:
+            # a map of each record's own keys, picked by name in Python: no struct of thousands of fields (its
+            # planning grows with their square). A record holding a key twice gets no map: looked up by path.
+            paths = f"[{', '.join(_lit(_path(k)) for k in extras)}]"
+            values = f"CASE WHEN _m IS NULL THEN json_extract(j, {paths}) ELSE map_values(_m) END"
+            keyed = f", CASE WHEN _m IS NULL THEN [{', '.join(map(_lit, extras))}] ELSE map_keys(_m) END AS _xk"
+        else:
+            schema.update({k: "JSON" for k in direct})
+            # keys json_transform cannot take (the same name in another case as a key it has): looked up by path
+            values = "[" + ", ".join(f"r.{_q(k)}" if k not in by_path else f"json_extract(j, {_lit(_path(k))})"
+                                     for k in extras) + "]"
+            keyed = ""
+        mapped = ", json_transform(j, '\"MAP(VARCHAR, JSON)\"') AS _m" if wide else ""
+        if extras:
+            values = f", list_transform({values}, lambda _v: ({self._unwrap('_v')})::VARCHAR) AS _xs{keyed}"
         step = self._step(ex["step"])
 
         def number(f: str) -> str:
@@ -346,19 +364,20 @@ class RLBReader:
                     f"WHEN NOT isfinite({d}) THEN 'nan' END AS _p_{f}, "
                     f"CASE WHEN {d} IS NULL OR NOT isfinite({d}) THEN {x} END AS _v_{f}")
 
-        # custom fields by position in the SQL (DuckDB's names ignore case: "_n_acc" and "_n_Acc" would be one),
-        # renamed after it: _n_{key} the number, _s_{key} the text, _f_{key} a NaN/Infinity given (left empty)
+        # _en the number, _es the text, _ef a NaN/Infinity given (left empty), _eo "[" or "{" for a list or object
         extra_sel = ""
-        for i in range(len(extras)):
-            x, d = f"_x_e_{i}", _num(f"_x_e_{i}")
+        if extras:
+            x, d = "_x", _num("_x")
             big = _big_integer(x)
-            extra_sel += f""", CASE WHEN {big} THEN NULL WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
-                       WHEN {x} = 'false' THEN 0.0::DOUBLE END AS _n_{i},
-                  CASE WHEN starts_with({x}, '"') THEN {x}::JSON->>'$' WHEN {big} THEN {x} END AS _s_{i},
-                  CASE WHEN NOT isfinite({d}) THEN {x} END AS _f_{i},
-                  CASE WHEN starts_with({x}, '[') OR starts_with({x}, '{{') THEN left({x}, 1) END AS _o_{i}"""
+            cases = {"n": f"""CASE WHEN {big} THEN NULL WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
+                                   WHEN {x} = 'false' THEN 0.0::DOUBLE END""",
+                     "s": f"CASE WHEN starts_with({x}, '\"') THEN {x}::JSON->>'$' WHEN {big} THEN {x} END",
+                     "f": f"CASE WHEN NOT isfinite({d}) THEN {x} END",
+                     "o": f"CASE WHEN starts_with({x}, '[') OR starts_with({x}, '{{') THEN left({x}, 1) END"}
+            extra_sel = "".join(f", list_transform(_xs, lambda _x: {v}) AS _e{c}" for c, v in cases.items())
+            extra_sel += ", _xk" if wide else ""
         texts = {"_x_step": step, "_x_reward": ex["reward"], "_x_ref_reward": ex["ref_reward"],
-                 "_x_gt": ex["ground_truth"], **{f"_x_e_{i}": src[k] for i, k in enumerate(extras)}}
+                 "_x_gt": ex["ground_truth"]}
         advantage = f"{ex['advantage']} AS advantage"
         if ex.get("advantage_raw"):
             texts["_x_advantage"] = ex["advantage_raw"]
@@ -384,11 +403,10 @@ class RLBReader:
                    {_text_of("_x_gt")} AS ground_truth,
                    {ex['tokens']} AS tokens, {', '.join(f'{ex[a]} AS {a}' for a in ARRAYS)},
                    {ex['group_id']} AS group_id, {advantage} {extra_sel} {helpers}
-            FROM (SELECT line, fs, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())}
-                  FROM (SELECT line, fs, {'j, ' if by_path else ''}json_transform(j, {_lit(json.dumps(schema))}) AS r
-                        FROM raw))""")
-        names = {f"_{c}_{i}": f"_{c}_{k}" for i, k in enumerate(extras) for c in "nsfo"}
-        return table.rename_columns([names.get(c, c) for c in table.column_names]), used
+            FROM (SELECT line, fs, r, {', '.join(f'({v})::VARCHAR AS {_q(k)}' for k, v in texts.items())} {values}
+                  FROM (SELECT line, fs, {'j, ' if wide or by_path else ''}
+                               json_transform(j, {_lit(json.dumps(schema))}) AS r {mapped} FROM raw))""")
+        return (_extra_columns(table, extras) if extras else table), used
 
     def _post(self, t: pa.Table) -> pa.Table:
         """Python-side fixes after the SQL (token ids spelled as strings)."""
@@ -725,6 +743,38 @@ def _big_integer(x: str) -> str:
     its digits, not rounded). Short texts are ruled out first: the test runs on every custom value."""
     return (f"(CASE WHEN length({x}) < 16 OR NOT regexp_full_match({x}, '-?[0-9]+') THEN false "
             f"WHEN length(ltrim({x}, '-')) > 16 THEN true ELSE abs({x}::HUGEINT) > 9007199254740992 END)")
+
+
+def _extra_columns(t: pa.Table, extras: list[str]) -> pa.Table:
+    """The transform's custom values (lists per record: ``_en``, ``_es``, ``_ef``, ``_eo``; each record's keys in
+    ``_xk``, or ``extras`` in order without it) as columns ``_n_{key}``, ``_s_{key}``, ``_f_{key}``, ``_o_{key}``."""
+    lists = {c: t["_e" + c].combine_chunks() for c in "nsfo"}
+    first = lists["n"]
+    offsets = first.offsets.to_numpy()
+    parent = pc.list_parent_indices(first).to_numpy()
+    flat = {c: pc.list_flatten(a) for c, a in lists.items()}  # the four lists are alike: one transform of _xs
+    if "_xk" in t.column_names:  # a map per record: its keys named by position in ``extras`` (others: null)
+        at = pc.index_in(pc.list_flatten(t["_xk"].combine_chunks()), value_set=pa.array(extras, pa.string()))
+        keep = _mask(at.is_valid())
+        index = at.to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+        pos, rows = np.flatnonzero(keep), parent[keep]
+    else:
+        pos = np.arange(len(parent))
+        index, rows = pos - (offsets[parent] - offsets[0]), parent
+    order = np.argsort(index, kind="stable")
+    bounds = np.searchsorted(index[order], np.arange(len(extras) + 1))
+    names = [c for c in t.column_names if c not in ("_en", "_es", "_ef", "_eo", "_xk")]
+    columns = [t[c] for c in names]
+    take = np.empty(t.num_rows, np.int64)
+    for i, key in enumerate(extras):
+        take.fill(-1)
+        sel = order[bounds[i]:bounds[i + 1]]
+        take[rows[sel]] = pos[sel]
+        idx = pa.array(take, mask=take < 0)
+        for c in "nsfo":
+            names.append(f"_{c}_{key}")
+            columns.append(flat[c].take(idx))
+    return pa.Table.from_arrays(columns, names=names)
 
 
 def _split_extras(schema: dict[str, str], keys: list[str]) -> tuple[list[str], list[str]]:
