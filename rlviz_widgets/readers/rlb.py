@@ -769,7 +769,8 @@ def _extra_columns(t: pa.Table, extras: list[str]) -> pa.Table:
     for i, key in enumerate(extras):
         take.fill(-1)
         sel = order[bounds[i]:bounds[i + 1]]
-        take[rows[sel]] = pos[sel]
+        held, first = np.unique(rows[sel], return_index=True)  # a key a record holds twice: its first value
+        take[held] = pos[sel[first]]
         idx = pa.array(take, mask=take < 0)
         for c in "nsfo":
             names.append(f"_{c}_{key}")
