@@ -99,7 +99,7 @@ def _binning(lo: float, hi: float, bins: int):
     top = hi  # the last edge is the largest value, not short of it (lo + bins * width rounds)
     least = 4 * math.ulp(max(abs(lo), abs(hi)) * f)
     if hi == lo or width < least:
-        width, top = max(width, least), None
+        width = max(width, least)
         if not math.isfinite(start + bins * width):  # near the largest double: the bins end at it
             start = hi * f - bins * width
         top = (start + bins * width) / f

@@ -769,8 +769,10 @@ def _extra_columns(t: pa.Table, extras: list[str]) -> pa.Table:
     for i, key in enumerate(extras):
         take.fill(-1)
         sel = order[bounds[i]:bounds[i + 1]]
-        held, first = np.unique(rows[sel], return_index=True)  # a key a record holds twice: its first value
-        take[held] = pos[sel[first]]
+        held = rows[sel]  # ascending (positions run record by record): a record's repeats are neighbours
+        first = np.ones(len(held), bool)
+        first[1:] = held[1:] != held[:-1]  # a key a record holds twice: its first value
+        take[held[first]] = pos[sel[first]]
         idx = pa.array(take, mask=take < 0)
         for c in "nsfo":
             names.append(f"_{c}_{key}")
