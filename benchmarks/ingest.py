@@ -108,7 +108,7 @@ def make_log(folder: Path, spec: dict) -> dict:
 
 
 # -- report ------------------------------------------------------------------------------------------------------
-def table(results: dict[str, list[dict]], info: dict) -> tuple[str, bool]:
+def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tuple[str, bool]:
     """The markdown table and whether every target passed."""
     med = {c: {k: statistics.median(r[k] for r in rs) for k in ("seconds", "peak_rss_mb")}
            for c, rs in results.items()}
@@ -136,7 +136,9 @@ def table(results: dict[str, list[dict]], info: dict) -> tuple[str, bool]:
             f"({info['params']}); {info['repeats']} run(s) per case, each in its own process; "
             f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s).", ""]
     tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
-            "(median)." if steps_s else "", f"Overall: {'PASS' if ok_all else 'FAIL'}."]
+            "(median)." if steps_s else "",
+            f"Overall: {'PASS' if ok_all else 'FAIL'}"
+            + (" (quick: targets not meaningful at this size)." if quick else ".")]
     return "\n".join(head + rows + tail), ok_all
 
 
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"the loaders disagree on the sample count: {counts}")
         info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": results["a"][0]["samples"],
                 "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats}
-        text, ok = table(results, info)
+        text, ok = table(results, info, args.quick)
         write_results(text, args.out, "ingest", "Ingest benchmark", args.quick,
                       f"`python benchmarks/ingest.py{' --quick' if args.quick else ''}`, {now()}")
         return 0

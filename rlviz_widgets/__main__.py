@@ -8,16 +8,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
 from . import cache_usage, open_run, prune_cache
 from .demo import demo_sources
+from .problems import LogWarning
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rlviz_widgets", description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="*", help="log folders, files or globs (default: the bundled demo data)")
-    ap.add_argument("--cache-dir", default=None, help="where the columnar cache lives (default: user cache dir)")
-    ap.add_argument("--system-prompt-end", default=None, help="prompt text before this marker is dropped")
+    ap.add_argument("--cache-dir", default=None,
+                    help="where the columnar cache lives (default: $RLVIZ_CACHE_DIR, else the user cache dir)")
+    ap.add_argument("--system-prompt-end", default=None, metavar="MARKER",
+                    help="drop the prompt text up to the last occurrence of MARKER")
     ap.add_argument("--max-samples-per-step", type=int, default=None, metavar="N",
                     help="keep the first N samples of each step (the lines past them are skipped unread)")
     ap.add_argument("--steps", type=_step_range, default=None, metavar="LO:HI",
@@ -33,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     for src in sources:
         t = time.perf_counter()
         try:
-            run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end,
-                           max_samples_per_step=args.max_samples_per_step, steps=args.steps)
+            with warnings.catch_warnings():  # the summary below says the same, once
+                warnings.simplefilter("ignore", LogWarning)
+                run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end,
+                               max_samples_per_step=args.max_samples_per_step, steps=args.steps)
         except (OSError, ValueError) as e:  # a missing path, a bad option: said in one line, not a traceback
             print(f"{ap.prog}: error: {e}", file=sys.stderr)
             return 2

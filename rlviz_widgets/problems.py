@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -50,6 +52,18 @@ def summarize(problems: list[Problem], limit: int = 3) -> str:
 
 
 def warn(problems: list[Problem]) -> None:
-    """Emit a single LogWarning summing up the problems, if any."""
+    """Emit a single LogWarning summing up the problems, if any, located at the first caller outside this package
+    (the user's ``open_run`` or ``refresh`` line, not ours)."""
     if problems:
-        warnings.warn(summarize(problems), LogWarning, stacklevel=3)
+        warnings.warn(summarize(problems), LogWarning, stacklevel=_outside_level())
+
+
+_PACKAGE_DIR = os.path.dirname(__file__) + os.sep  # as the package's frames spell their files
+
+
+def _outside_level() -> int:
+    """``stacklevel`` for a ``warnings.warn`` in ``warn``: the first frame whose file is not in this package."""
+    frame, level = sys._getframe(2), 2  # level 2: warn's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2  # all ours (a thread of this package): the caller of warn

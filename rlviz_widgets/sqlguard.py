@@ -30,7 +30,7 @@ def check_query(con: duckdb.DuckDBPyConnection, query: str) -> None:
     refused = sorted(set(kinds) - QUERY_KINDS)
     if refused:
         raise ValueError(f"run.sql runs queries ({', '.join(sorted(QUERY_KINDS))}), not {', '.join(refused)} "
-                         "statements: they would change the run's views")
+                         "statements: they could change the run's views, tables or settings")
 
 
 def statement_kinds(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:

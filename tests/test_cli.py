@@ -43,3 +43,16 @@ def test_a_missing_path_or_a_bad_option_is_one_line_not_a_traceback(tmp_path):
                        ([poem, "--max-samples-per-step", "0"], "max_samples_per_step must be at least 1")):
         out = subprocess.run(base + args, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_problems_are_said_once_in_the_summary_not_again_as_a_warning(tmp_path):
+    """The summary's problems line says what a LogWarning would: the warning is not printed on top of it."""
+    log = tmp_path / "logs" / "r.jsonl"
+    log.parent.mkdir()
+    good = (ROOT / "rlviz_widgets" / "data" / "rlb_eval_poem_task.jsonl").read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(good[:3]) + b"not json\n" + b"".join(good[3:6]))
+    out = subprocess.run([sys.executable, "-m", "rlviz_widgets", str(log), "--cache-dir", str(tmp_path / "cache")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "6 samples" in out.stdout and "malformed json" in out.stdout.lower() and ":4" in out.stdout
+    assert "LogWarning" not in out.stderr and "problem(s)" not in out.stderr, out.stderr

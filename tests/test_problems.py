@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import linecache
 import random
 import warnings
 
@@ -133,6 +134,8 @@ def test_problems_survive_the_cache_and_warn_once(faulty, cache_dir):
     again, warned = open_recording(folder, cache_dir)  # every file from the cache
     assert located(again) == expected
     assert len(warned) == 1
+    # located at the caller's open_run line (here, open_recording), not inside the package
+    assert warned[0].filename == __file__ and "open_run(" in linecache.getline(__file__, warned[0].lineno)
     assert again.samples.drop(columns=[]).equals(first.samples)
 
 
@@ -146,6 +149,7 @@ def test_refresh_warns_once_about_new_problems_only(faulty, cache_dir):
         assert run.refresh() is True
     warned = [w for w in caught if issubclass(w.category, LogWarning)]
     assert len(warned) == 1
+    assert warned[0].filename == __file__ and "run.refresh()" in linecache.getline(__file__, warned[0].lineno)
     assert "4 problem(s) in 1 file(s)" in str(warned[0].message)  # line 6 lacks prompt, response and reward
     g = str(files["good"].resolve())
     assert located(run) == expected | {(g, 4, "malformed_json"), (g, 6, "missing_reward"), (g, 6, "missing_field")}
