@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_worker_args, now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
+from benchmarks.common import QUICK_NOTE, add_worker_args, now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
 
 FULL = {"steps": 50, "samples_per_step": 256, "tokens": 256, "ranks": 4, "min_mb": 300}
 QUICK = {"steps": 8, "samples_per_step": 64, "tokens": 448, "ranks": 2, "min_mb": 20}
@@ -138,7 +138,7 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
     tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
             "(median)." if steps_s else "",
             f"Overall: {'PASS' if ok_all else 'FAIL'}"
-            + (" (quick: targets not meaningful at this size)." if quick else ".")]
+            + (QUICK_NOTE if quick else "") + "."]
     return "\n".join(head + rows + tail), ok_all
 
 

@@ -55,3 +55,24 @@ def test_cap_quick_prints_the_table(tmp_path):
     assert rows["b"][1] == 0 and rows["b"][3] == 1.0  # the baseline skips nothing
     assert rows["d"][0] < rows["b"][0] and rows["d"][1] > 0 and rows["e"][1] > 0  # the checked counts, skipping
     assert "| (d) max_samples_per_step=16 |" in out_md.read_text()
+
+
+def test_memory_quick_prints_the_table(tmp_path):
+    out_md = tmp_path / "memory_quick.md"
+    out = run_benchmark("memory.py", "--quick", "--repeats", "1", "--dir", str(tmp_path / "logs"),
+                        "--out", str(out_md), timeout=600)
+    rows = {}
+    for case in ("x1", "x4"):
+        m = re.search(rf"^\| \({case}\) [^|]+\| ([0-9.]+) \| ([0-9]+) \| ([0-9.]+) \| ([0-9]+) \| ([0-9]+) \| "
+                      r"([0-9.]+) \|$", out, re.M)
+        assert m, f"no row for case ({case}) in:\n{out}"
+        rows[case] = [float(x) for x in m.groups()]
+    assert rows["x4"][1] == 4 * rows["x1"][1]  # samples: 4x the steps, as many per step
+    assert 3.5 < rows["x4"][0] / rows["x1"][0] < 4.5  # MB
+    assert all(r[3] > 0 and r[4] >= r[3] for r in rows.values())  # peak RSS only grows
+    assert re.search(r"4x the log: [0-9.]+x the peak RSS of the open \(target <= 1.25x\): (PASS|FAIL) "
+                     r"\(quick: targets not meaningful at this size\)\.", out)
+    assert "| (x4) 4x the steps |" in out_md.read_text()
+    # the logs stay where they were asked to be, and no cache went into them
+    for case in ("x1", "x4"):
+        assert sorted(p.suffix for p in (tmp_path / "logs" / case).iterdir()) == [".json", ".jsonl", ".jsonl"]
