@@ -689,3 +689,32 @@ def test_custom_fields_read_alike_from_a_struct_or_a_map(tmp_path, cache_dir, mo
     assert sorted(zip(run.problems["line"], run.problems["kind"])) == [
         (1, "nan"), (1, "renamed_field"), (1, "renamed_field"), (1, "unnamed_field"), (1, "wrong_type"),
         (2, "duplicate_key"), (3, "nan")]
+
+
+def test_records_past_pythons_parser_limits_are_kept_and_checked(tmp_path, cache_dir):
+    """Lines that open with a blank or a byte order mark are re-read by Python's json, whose limits DuckDB has not
+    (nesting ~1,000 deep, integers of 4,300 digits): such records were dropped as malformed, and a key written twice
+    in one went unreported. A custom integer past 1e308 is kept as its digits, not called NaN."""
+    rec = b'{"step": 0, "prompt": "p", "response": "r", "reward": 1.0'
+    deep = b"[" * 1100 + b"]" * 1100
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(b"\n".join([
+        b" " + rec + b', "deep": ' + deep + b"}",  # 1: a blank first
+        b"\t" + rec + b', "h": ' + b"7" * 5000 + b"}",  # 2
+        rec + b', "acc": 1, "acc": 2, "deep": ' + deep + b"}",  # 3: a key twice, nested deep
+        rec + b', "acc": 1, "acc": 2, "h": ' + b"7" * 5000 + b"}",  # 4: a key twice, 5,000 digits
+        rec + b', "big": ' + b"9" * 400 + b"}",  # 5: past any float: kept as text
+        rec + b', "f": 1' + b"0" * 400 + b".5}",  # 6: a float past 1e308: Infinity, said briefly
+        b" " + rec + b', "deep": ' + deep,  # 7: nested deep, and not closed: no JSON
+    ]) + b"\n")
+    (folder / "b.jsonl").write_bytes(b"\xef\xbb\xbf" + rec + b', "h": ' + b"7" * 5000 + b"}\n")  # a BOM first
+    run, _ = open_recording(folder, cache_dir)
+    s = run.samples
+    assert sorted(zip(s["file"].map(lambda f: f.rsplit("/", 1)[-1]), s["line"])) == \
+        [("a.jsonl", n) for n in range(1, 7)] + [("b.jsonl", 1)]
+    a = str((folder / "a.jsonl").resolve())
+    assert located(run) == {(a, 3, "duplicate_key"), (a, 4, "duplicate_key"), (a, 6, "nan"), (a, 7, "malformed_json")}
+    assert s[(s["file"] == a) & (s["line"] == 5)]["big"].item() == "9" * 400
+    nan = run.problems.query("kind == 'nan'")["message"].item()
+    assert nan.startswith("f is 1000") and len(nan) < 80

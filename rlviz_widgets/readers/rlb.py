@@ -302,7 +302,7 @@ class RLBReader:
         repeats = chunk.repeats if chunk.repeats is not None else chunk.numbers[repeated_keys(chunk.lines,
                                                                                               chunk.found)]
         if table is not None and len(repeats):
-            problems += _duplicate_key_reports(raw, repeats[np.isin(repeats, table["line"].to_numpy())])
+            problems += _duplicate_key_reports(con, raw, repeats[np.isin(repeats, table["line"].to_numpy())])
         con.unregister("raw")
         return table, problems
 
@@ -372,7 +372,7 @@ class RLBReader:
             cases = {"n": f"""CASE WHEN {big} THEN NULL WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
                                    WHEN {x} = 'false' THEN 0.0::DOUBLE END""",
                      "s": f"CASE WHEN starts_with({x}, '\"') THEN {x}::JSON->>'$' WHEN {big} THEN {x} END",
-                     "f": f"CASE WHEN NOT isfinite({d}) THEN {x} END",
+                     "f": f"CASE WHEN NOT isfinite({d}) AND NOT {big} THEN {x} END",  # digits past 1e308: text
                      "o": f"CASE WHEN starts_with({x}, '[') OR starts_with({x}, '{{') THEN left({x}, 1) END"}
             extra_sel = "".join(f", list_transform(_xs, lambda _x: {v}) AS _e{c}" for c, v in cases.items())
             extra_sel += ", _xk" if wide else ""
@@ -541,7 +541,8 @@ class RLBReader:
                 key = name[3:]
                 nums, strs = t[name], t["_s_" + key]
                 for i in np.flatnonzero(_mask(t["_f_" + key].is_valid())).tolist():
-                    problems.append([int(kept[i]), "nan", f"{_short(key)} is {t['_f_' + key][i].as_py()}: left empty"])
+                    value = _short(t["_f_" + key][i].as_py())
+                    problems.append([int(kept[i]), "nan", f"{_short(key)} is {value}: left empty"])
                 if nums.null_count == len(nums) and strs.null_count == len(strs):
                     # no scalar value here: lists or objects (a problem if another part holds numbers or text:
                     # the run tells, ``listed_column``), or a key candidate that is not one
@@ -851,8 +852,13 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
             problems.append([n, "empty_line", "blank line"])
             continue
         try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's parser goes
+            obj = json.loads(text, parse_int=str)  # str: no limit on digits (DuckDB reads any integer)
+        except RecursionError:  # nested deeper than Python's parser goes, not DuckDB's: an object is left to it
+            if strict or not text.startswith("{"):
+                problems.append([n, "malformed_json", _json_error(text)])
+                continue
+            obj = {}
+        except ValueError:
             problems.append([n, "malformed_json", _json_error(text)])
             continue
         if not isinstance(obj, dict):
@@ -869,20 +875,26 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
     return out
 
 
-def _duplicate_key_reports(raw: pa.Table, lines: np.ndarray) -> list[list]:
+def _duplicate_key_reports(con: duckdb.DuckDBPyConnection, raw: pa.Table, lines: np.ndarray) -> list[list]:
     """The reports of the records among ``lines`` (of ``raw``) that hold a key twice at their top: DuckDB reads the
-    first value, the others are lost. Each line is parsed in Python (``repeated_keys`` found these few)."""
+    first value, the others are lost. Each line is parsed in Python (``repeated_keys`` found these few); one nested
+    deeper than Python's parser goes has its keys listed by DuckDB."""
     out = []
     at = np.searchsorted(raw["line"].to_numpy(), lines)
     texts = raw["j"]
     for n, i in zip(lines.tolist(), at.tolist()):
         objects: list = []
-        try:  # the hook sees every object, the record's own last
-            json.loads(texts[i].as_py(), object_pairs_hook=lambda pairs, seen=objects: seen.append(pairs) or {})
+        text = texts[i].as_py()
+        try:  # the hook sees every object, the record's own last; parse_int=str: no limit on digits
+            json.loads(text, parse_int=str, object_pairs_hook=lambda pairs, seen=objects: seen.append(pairs) or {})
+            keys = [key for key, _ in objects[-1]]
         except (ValueError, RecursionError):
-            continue
+            try:
+                keys = con.execute("SELECT json_keys(?)", [text]).fetchall()[0][0] or []
+            except duckdb.Error:
+                continue
         counts: dict[str, int] = {}
-        for key, _ in objects[-1]:
+        for key in keys:
             counts[key] = counts.get(key, 0) + 1
         out += [[n, "duplicate_key", f"{_short(key)} is written {k} times: its first value is read"]
                 for key, k in counts.items() if k > 1]
