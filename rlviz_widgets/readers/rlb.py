@@ -910,7 +910,7 @@ def _mask(arr) -> np.ndarray:
 def _json_error(text: str) -> str:
     """A precise reason, from Python's parser (only ever run on the few bad lines)."""
     try:
-        json.loads(text)
+        json.loads(text, parse_int=str)  # the JSON's fault, not the 4,300-digit limit of Python's int
     except ValueError as e:
         return f"not valid JSON ({e}): {_short(text.strip(), 60)!r}"
     except RecursionError:
