@@ -718,3 +718,24 @@ def test_records_past_pythons_parser_limits_are_kept_and_checked(tmp_path, cache
     assert s[(s["file"] == a) & (s["line"] == 5)]["big"].item() == "9" * 400
     nan = run.problems.query("kind == 'nan'")["message"].item()
     assert nan.startswith("f is 1000") and len(nan) < 80
+
+
+def test_a_record_skipped_for_its_step_gets_that_report_alone_however_it_is_read(tmp_path):
+    """A record without a step is skipped with one report; an empty key in it was reported too by a cold open (its
+    chunk kept other records) but not by a refresh reading it alone: the two reads differed."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "x.jsonl"
+    good = b'{"step": 0, "prompt": "p", "response": "r", "reward": 1.0}\n'
+    bad = b'{"prompt": "p", "response": "r", "reward": 1.0, "": 1}\n'
+    log.write_bytes(good)
+    grown, _ = open_recording(folder, tmp_path / "c1")
+    with log.open("ab") as f:
+        f.write(bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert grown.refresh() is True
+    cold, _ = open_recording(folder, tmp_path / "c2")
+    for run in (grown, cold):
+        assert run.problems[["line", "kind"]].values.tolist() == [[2, "missing_step"]]
+        assert run.samples["line"].tolist() == [1]

@@ -525,15 +525,19 @@ class RLBReader:
         for name in ("group_id", "advantage"):  # optional: only where the log has them
             if t[name].null_count < t.num_rows:
                 out[name] = t[name]
+        # of the records kept, as every other check of a field (a record skipped for its step gets that report alone,
+        # in whatever chunk it is read: these look at every raw line, which a chunk of only skipped ones never does)
+        held = set(t["line"].to_numpy().tolist()) if "" in keys or LONG_KEY in keys else set()
         if "" in keys:  # a field with an empty name: no column can be named after it
             there = con.execute("SELECT line FROM raw WHERE list_contains(json_keys(j), '')").fetchall()
-            problems += [[n, "unnamed_field", "a field with an empty name: its value is not kept"] for (n,) in there]
+            problems += [[n, "unnamed_field", "a field with an empty name: its value is not kept"]
+                         for (n,) in there if n in held]
         if LONG_KEY in keys:  # names too long to be read from the bytes: the lines with a long key not read
             found = [k for k in keys if len(k) > 10000]  # (64 KB written is 10,923 bytes or more once unescaped)
             there = con.execute("SELECT line FROM raw WHERE list_bool_or(list_transform(json_keys(j), "
                                 "lambda k: strlen(k) > 10000 AND NOT list_contains(?, k)))", [found]).fetchall()
             problems += [[n, "unnamed_field", "a field whose name is longer than 64 KB: its value is not kept"]
-                         for (n,) in there]
+                         for (n,) in there if n in held]
         kept = t["line"].to_numpy()  # the lines of the records kept (``line`` and ``step_ok``: of them all)
         first_lines = {}
         for name in t.column_names:
