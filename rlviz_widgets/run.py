@@ -616,7 +616,10 @@ class Run:
                 for part in self._caches[p].part_paths(st)]
 
     def _custom_keys(self) -> list[str]:
-        return list(dict.fromkeys(k for st in self._states.values() for k, _ in st.columns))
+        """Every custom key, file by file, each file's by the line it first holds it (then by name): the same order
+        however the file was read (whole, in chunks, or grown and read on)."""
+        return list(dict.fromkeys(k for st in self._states.values()
+                                  for k, _ in sorted(st.columns, key=lambda c: (c[1], c[0]))))
 
     def _names(self, names: dict[str, str] | None = None) -> dict[str, str]:
         """``names`` (default: the run's own, kept for its next open) with every custom field of the run named."""

@@ -1565,3 +1565,29 @@ def test_a_file_saved_empty_is_said_empty_as_a_fresh_open_says_it(tmp_path):
     fresh = [k for k in rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "fresh", progress=False).problems.kind]
     assert kinds == fresh == ["empty_file"]
 
+
+
+def test_custom_columns_come_in_the_same_order_however_the_file_was_read(tmp_path):
+    """Each file's custom columns by the line that first holds them: a cold open (whose one part listed its keys by
+    name) and an open that read the file as it grew gave ``zz, aa`` and ``aa, zz``."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "x.jsonl"
+    lines = [b'{"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "zz": 1}\n',
+             b'{"step": 0, "prompt": "p", "response": "r", "reward": 2.0, "aa": 2, "Zz": 3}\n',
+             b'{"step": 1, "prompt": "p", "response": "r", "reward": 3.0, "bb": 4, "ab": 5}\n']
+    log.write_bytes(lines[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grown = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "grown", progress=False)
+        for line in lines[1:]:
+            with log.open("ab") as f:
+                f.write(line)
+            assert grown.refresh() is True
+        cold = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "cold", progress=False)
+    for run in (grown, cold):
+        custom = [c for c in run.columns if c in ("zz", "aa", "ab", "bb") or c.lower().startswith("zz_")]
+        # by line, then by name (upper case first); Zz's plain name is zz's, which came first
+        assert custom[0] == "zz" and custom[1].lower().startswith("zz_") and custom[2:] == ["aa", "ab", "bb"], custom
+    assert grown.columns == cold.columns
+    pd.testing.assert_frame_equal(grown.samples, cold.samples)
