@@ -4,7 +4,8 @@
     python benchmarks/ingest.py --quick    # a ~20 MB log: a smoke run, the targets are not meaningful there
     python benchmarks/ingest.py --dir D    # generate into D (kept, and reused when big enough)
 
-Every measurement runs in its own process (this script in ``--worker`` mode), so peak RSS is that of one load.
+Every measurement runs in its own process (this script in ``--worker`` mode), so peak RSS is that of one load,
+after a pause (``--settle``, 5 s) so that it does not share the cores with the kernel's work after the one before.
 A worker imports first, then times only the load call with ``time.perf_counter`` and prints one JSON line.
 
 Cases: (a) ``benchmarks/rlb_baseline.py``'s ``load()``, (b) ``open_run`` with an empty cache dir (a fresh one
@@ -68,8 +69,12 @@ def worker(case: str, logdir: str, cache: str | None) -> dict:
     return {"case": case, "seconds": seconds, "peak_rss_mb": peak_rss_mb(), "samples": samples, **extra}
 
 
-def measure(case: str, logdir: Path, cache: Path | None) -> dict:
-    """One measurement in its own process (``worker``)."""
+def measure(case: str, logdir: Path, cache: Path | None, settle: float = 0.0) -> dict:
+    """One measurement in its own process (``worker``), after ``settle`` seconds of nothing: on this VM the kernel
+    works for a few seconds after a process frees much memory (hands it back to the host), on the cores the next
+    process wants; (b) uses both, so right after (a) (1.6 GB freed) it took 1.13-1.14 s against 0.85-1.0 s after a
+    5 s pause (2026-12-02, 3 runs each). Every case waits alike."""
+    time.sleep(settle)
     return run_worker(__file__, [case, "--logdir", str(logdir)] + (["--cache", str(cache)] if cache else []))
 
 
@@ -133,7 +138,8 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
                     f"{mem:.2f} | {target} | {result} |")
     steps_s = [r["steps_seconds"] for c in ("b", "c") for r in results[c] if "steps_seconds" in r]
     head = [f"Log: {info['mb']:.1f} MB in {info['files']} files, {info['samples']} samples "
-            f"({info['params']}); {info['repeats']} run(s) per case, each in its own process; "
+            f"({info['params']}); {info['repeats']} run(s) per case, each in its own process after a "
+            f"{info['settle']:g} s pause; "
             f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s).", ""]
     tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
             "(median)." if steps_s else "",
@@ -142,12 +148,15 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
     return "\n".join(head + rows + tail), ok_all
 
 
-def log_args(doc: str, name: str, cases: dict, argv: list[str] | None) -> argparse.Namespace:
+def log_args(doc: str, name: str, cases: dict, argv: list[str] | None, settle: bool = False) -> argparse.Namespace:
     """The arguments of a benchmark on this log (``--quick``, ``--dir``, ``--repeats``, ``--out``, the worker's)."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a ~20 MB log (smoke run)")
     ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
     ap.add_argument("--repeats", type=int, default=3)
+    if settle:
+        ap.add_argument("--settle", type=float, default=5.0, metavar="S",
+                        help="seconds of pause before each measurement (default 5; 0 for none)")
     ap.add_argument("--out", type=Path, help=f"markdown output (default benchmarks/results/{name}[_quick].md)")
     add_worker_args(ap, cases)
     return ap.parse_args(argv)
@@ -161,7 +170,7 @@ def log_dir(args: argparse.Namespace, scratch: Path) -> tuple[Path, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = log_args(__doc__, "ingest", CASES, argv)
+    args = log_args(__doc__, "ingest", CASES, argv, settle=True)
     if run_as_worker(args, worker):
         return 0
 
@@ -172,20 +181,21 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[dict]] = {c: [] for c in CASES}
         warm = scratch / "cache_warm"
         for i in range(args.repeats):
-            results["a"].append(measure("a", logdir, None))
+            results["a"].append(measure("a", logdir, None, args.settle))
             cold = scratch / f"cache_cold_{i}"  # a fresh, empty cache dir for each (b)
-            results["b"].append(measure("b", logdir, cold))
+            results["b"].append(measure("b", logdir, cold, args.settle))
             if i == 0:
                 shutil.copytree(cold, warm)  # (c) reads the cache (b) built
             shutil.rmtree(cold, ignore_errors=True)
-            results["c"].append(measure("c", logdir, warm))
+            results["c"].append(measure("c", logdir, warm, args.settle))
             print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
                                                             for c in CASES), flush=True)
         counts = {c: {r["samples"] for r in rs} for c, rs in results.items()}
         if len(set().union(*counts.values())) != 1:
             raise SystemExit(f"the loaders disagree on the sample count: {counts}")
         info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": results["a"][0]["samples"],
-                "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats}
+                "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats,
+                "settle": args.settle}
         text, ok = table(results, info, args.quick)
         write_results(text, args.out, "ingest", "Ingest benchmark", args.quick,
                       f"`python benchmarks/ingest.py{' --quick' if args.quick else ''}`, {now()}")

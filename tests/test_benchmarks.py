@@ -11,7 +11,8 @@ from conftest import run_benchmark
 def test_ingest_quick_prints_the_table(tmp_path):
     out_md = tmp_path / "ingest_quick.md"
     out = run_benchmark("ingest.py", "--quick", "--repeats", "1", "--dir", str(tmp_path / "logs"),
-                        "--out", str(out_md), timeout=600)
+                        "--out", str(out_md), "--settle", "0.5", timeout=600)
+    assert "each in its own process after a 0.5 s pause" in out
     assert "| case | seconds (median) |" in out
     rows = {}
     for case in ("a", "b", "c"):
