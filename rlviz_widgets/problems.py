@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -59,11 +60,17 @@ def warn(problems: list[Problem]) -> None:
 
 
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep  # as the package's frames spell their files
+# where installed libraries and the standard library live: a frame there is no user's line either
+_LIBRARY_DIRS = tuple({os.path.join(p, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                       if (p := sysconfig.get_paths().get(k))})
 
 
 def _outside_level() -> int:
-    """``stacklevel`` for a ``warnings.warn`` in ``warn``: the first frame whose file is not in this package."""
+    """``stacklevel`` for a ``warnings.warn`` in ``warn``: the first frame whose file is not in this package, if it
+    is the user's; else (a refresh from an event loop or a widget's callback) warn's caller in this package."""
     frame, level = sys._getframe(2), 2  # level 2: warn's caller
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
-    return level if frame is not None else 2  # all ours (a thread of this package): the caller of warn
+    if frame is None or frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        return 2
+    return level

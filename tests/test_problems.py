@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import linecache
 import random
+import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,7 @@ from conftest import README_RECORD, write_lines
 
 import rlviz_widgets
 from rlviz_widgets import LogWarning
+from rlviz_widgets import problems as problemsmod
 from rlviz_widgets.synth import make_record
 
 RNG = random.Random(7)
@@ -739,3 +742,37 @@ def test_a_record_skipped_for_its_step_gets_that_report_alone_however_it_is_read
     for run in (grown, cold):
         assert run.problems[["line", "kind"]].values.tolist() == [[2, "missing_step"]]
         assert run.samples["line"].tolist() == [1]
+
+
+def test_a_line_that_is_no_object_is_said_to_be_what_it_is(tmp_path, cache_dir):
+    """The re-read of odd lines takes integers of any length: a bare number is still called an int, not a str."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    rec = b'{"step": 0, "prompt": "p", "response": "r", "reward": 1.0}'
+    (folder / "x.jsonl").write_bytes(b"\n".join([rec, b"5", b" 7", b"9" * 5000, b'"s"', rec]) + b"\n")
+    run, _ = open_recording(folder, cache_dir)
+    said = run.problems.set_index("line")["message"].to_dict()
+    assert said == {2: "a JSON int, not an object: skipped", 3: "a JSON int, not an object: skipped",
+                    4: "a JSON int, not an object: skipped", 5: "a JSON str, not an object: skipped"}
+    assert run.samples["line"].tolist() == [1, 6]
+
+
+def test_a_warning_from_no_users_line_points_at_the_package(tmp_path):
+    """A refresh run by an event loop or a widget's callback has no user's line above it: the warning points at
+    the package's caller of ``warn``, not into asyncio or threading."""
+    fake = Path(problemsmod.__file__).with_name("_fake_caller.py")  # a file of the package (never written)
+    code = compile("def call(warn, problems):\n    warn(problems)\n", str(fake), "exec")
+    space: dict = {}
+    exec(code, space)
+    problems = [problemsmod.Problem("f", 1, "nan", "x is NaN")]
+    with warnings.catch_warnings(record=True) as caught:  # (the filters are process-wide: the thread's are these)
+        warnings.simplefilter("always")
+        t = threading.Thread(target=space["call"], args=(problemsmod.warn, problems))  # above it: threading.py
+        t.start()
+        t.join()
+    assert len(caught) == 1 and caught[0].filename == str(fake) and caught[0].lineno == 2
+    # called from the user's code, the same function points at the user's line
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        space["call"](problemsmod.warn, problems)
+    assert got[0].filename == __file__

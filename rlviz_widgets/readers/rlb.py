@@ -372,7 +372,8 @@ class RLBReader:
             cases = {"n": f"""CASE WHEN {big} THEN NULL WHEN isfinite({d}) THEN {d} WHEN {x} = 'true' THEN 1.0::DOUBLE
                                    WHEN {x} = 'false' THEN 0.0::DOUBLE END""",
                      "s": f"CASE WHEN starts_with({x}, '\"') THEN {x}::JSON->>'$' WHEN {big} THEN {x} END",
-                     "f": f"CASE WHEN NOT isfinite({d}) AND NOT {big} THEN {x} END",  # digits past 1e308: text
+                     # digits past 1e308 are text (``s``): the regexp of ``big`` runs only where the float is not finite
+                     "f": f"CASE WHEN NOT isfinite({d}) THEN CASE WHEN NOT {big} THEN {x} END END",
                      "o": f"CASE WHEN starts_with({x}, '[') OR starts_with({x}, '{{') THEN left({x}, 1) END"}
             extra_sel = "".join(f", list_transform(_xs, lambda _x: {v}) AS _e{c}" for c, v in cases.items())
             extra_sel += ", _xk" if wide else ""
@@ -856,7 +857,7 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
             problems.append([n, "empty_line", "blank line"])
             continue
         try:
-            obj = json.loads(text, parse_int=str)  # str: no limit on digits (DuckDB reads any integer)
+            obj = json.loads(text, parse_int=_any_int)
         except RecursionError:  # nested deeper than Python's parser goes, not DuckDB's: an object is left to it
             if strict or not text.startswith("{"):
                 problems.append([n, "malformed_json", _json_error(text)])
@@ -888,9 +889,12 @@ def _duplicate_key_reports(con: duckdb.DuckDBPyConnection, raw: pa.Table, lines:
     texts = raw["j"]
     for n, i in zip(lines.tolist(), at.tolist()):
         objects: list = []
-        text = texts[i].as_py()
-        try:  # the hook sees every object, the record's own last; parse_int=str: no limit on digits
-            json.loads(text, parse_int=str, object_pairs_hook=lambda pairs, seen=objects: seen.append(pairs) or {})
+        try:
+            text = texts[i].as_py()
+        except UnicodeDecodeError:  # bytes not UTF-8 (repaired before this: not met here)
+            continue
+        try:  # the hook sees every object, the record's own last
+            json.loads(text, parse_int=_any_int, object_pairs_hook=lambda pairs, seen=objects: seen.append(pairs) or {})
             keys = [key for key, _ in objects[-1]]
         except (ValueError, RecursionError):
             try:
@@ -911,10 +915,16 @@ def _mask(arr) -> np.ndarray:
     return arr.fill_null(False).to_numpy(zero_copy_only=False)
 
 
+def _any_int(digits: str) -> int:
+    """``parse_int`` for a parse whose values are not kept (only the types and keys): any number of digits (Python's
+    int() refuses more than 4,300; DuckDB reads them)."""
+    return 0
+
+
 def _json_error(text: str) -> str:
     """A precise reason, from Python's parser (only ever run on the few bad lines)."""
     try:
-        json.loads(text, parse_int=str)  # the JSON's fault, not the 4,300-digit limit of Python's int
+        json.loads(text, parse_int=_any_int)  # the JSON's fault, not the 4,300-digit limit of Python's int
     except ValueError as e:
         return f"not valid JSON ({e}): {_short(text.strip(), 60)!r}"
     except RecursionError:
