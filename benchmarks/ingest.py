@@ -4,8 +4,8 @@
     python benchmarks/ingest.py --quick    # a ~20 MB log: a smoke run, the targets are not meaningful there
     python benchmarks/ingest.py --dir D    # generate into D (kept, and reused when big enough)
 
-Every measurement runs in its own process (this script in ``--worker`` mode), so peak RSS is that of one load,
-after a pause (``--settle``, 5 s) so that it does not share the cores with the kernel's work after the one before.
+Every measurement runs in its own process (this script in ``--worker`` mode), so peak RSS is that of one load
+(``--settle S``: after a pause of S seconds).
 A worker imports first, then times only the load call with ``time.perf_counter`` and prints one JSON line.
 
 Cases: (a) ``benchmarks/rlb_baseline.py``'s ``load()``, (b) ``open_run`` with an empty cache dir (a fresh one
@@ -70,10 +70,8 @@ def worker(case: str, logdir: str, cache: str | None) -> dict:
 
 
 def measure(case: str, logdir: Path, cache: Path | None, settle: float = 0.0) -> dict:
-    """One measurement in its own process (``worker``), after ``settle`` seconds of nothing: on this VM the kernel
-    works for a few seconds after a process frees much memory (hands it back to the host), on the cores the next
-    process wants; (b) uses both, so right after (a) (1.6 GB freed) it took 1.13-1.14 s against 0.85-1.0 s after a
-    5 s pause (2026-12-02, 3 runs each). Every case waits alike."""
+    """One measurement in its own process (``worker``), after ``settle`` seconds of nothing (``--settle``: to check
+    whether the process before, (a) freeing 1.6 GB, slows the next; no effect beyond the noise was found)."""
     time.sleep(settle)
     return run_worker(__file__, [case, "--logdir", str(logdir)] + (["--cache", str(cache)] if cache else []))
 
@@ -155,8 +153,8 @@ def log_args(doc: str, name: str, cases: dict, argv: list[str] | None, settle: b
     ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
     ap.add_argument("--repeats", type=int, default=3)
     if settle:
-        ap.add_argument("--settle", type=float, default=5.0, metavar="S",
-                        help="seconds of pause before each measurement (default 5; 0 for none)")
+        ap.add_argument("--settle", type=float, default=0.0, metavar="S",
+                        help="seconds of pause before each measurement (default 0)")
     ap.add_argument("--out", type=Path, help=f"markdown output (default benchmarks/results/{name}[_quick].md)")
     add_worker_args(ap, cases)
     return ap.parse_args(argv)
