@@ -135,9 +135,9 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
         rows.append(f"| ({c}) {name} | {m['seconds']:.3f} | {runs} | {m['peak_rss_mb']:.0f} | {speed:.1f}x | "
                     f"{mem:.2f} | {target} | {result} |")
     steps_s = [r["steps_seconds"] for c in ("b", "c") for r in results[c] if "steps_seconds" in r]
+    pause = f" after a {info['settle']:g} s pause" if info.get("settle") else ""
     head = [f"Log: {info['mb']:.1f} MB in {info['files']} files, {info['samples']} samples "
-            f"({info['params']}); {info['repeats']} run(s) per case, each in its own process after a "
-            f"{info['settle']:g} s pause; "
+            f"({info['params']}); {info['repeats']} run(s) per case, each in its own process{pause}; "
             f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s).", ""]
     tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
             "(median)." if steps_s else "",

@@ -13,6 +13,11 @@ import pandas as pd
 
 PROBLEM_COLUMNS = ["file", "line", "kind", "message"]
 
+_PACKAGE_DIR = os.path.dirname(__file__) + os.sep  # as the package's frames spell their files
+# where installed libraries and the standard library live: a frame there is no user's line either
+_LIBRARY_DIRS = tuple({os.path.join(p, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                       if (p := sysconfig.get_paths().get(k))})
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -57,12 +62,6 @@ def warn(problems: list[Problem]) -> None:
     (the user's ``open_run`` or ``refresh`` line, not ours)."""
     if problems:
         warnings.warn(summarize(problems), LogWarning, stacklevel=_outside_level())
-
-
-_PACKAGE_DIR = os.path.dirname(__file__) + os.sep  # as the package's frames spell their files
-# where installed libraries and the standard library live: a frame there is no user's line either
-_LIBRARY_DIRS = tuple({os.path.join(p, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
-                       if (p := sysconfig.get_paths().get(k))})
 
 
 def _outside_level() -> int:
