@@ -49,9 +49,16 @@ def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] 
     if not items:
         raise NoLogsError("no log source given (an empty list)")
     found: dict[Path, None] = {}
+    said: list[tuple[str, str, str]] = []
     for item in items:
-        for path in _resolve_one(os.fspath(item), suffixes, accepts, what, problems):
+        for path in _resolve_one(os.fspath(item), suffixes, accepts, what, said):
             found[path] = None
+    if problems is not None:
+        problems += said
+    if not found and said:  # only files named that cannot be read (a compressed log named by its path)
+        path, _, why = said[0]
+        raise NoLogsError(f"no log file that can be read: {path} ({why})"
+                          + (f" and {len(said) - 1} more" if len(said) > 1 else ""))
     return _one_path_per_file(sorted(found), problems)
 
 
@@ -116,6 +123,32 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
 
 NOT_UTF8 = "the path is not UTF-8: rename it to read the file"
 COMPRESSED_LOG = "a compressed log is not read: decompress it to read it"
+PARQUET_LOG = "a Parquet file, not JSON lines: not read; Parquet is read as TRL's completions, by format='trl'"
+# the first bytes of what a file named as a log may really be: read as text, each gave a problem per "line"
+_MAGIC = ((b"\x1f\x8b", "compressed_file", COMPRESSED_LOG), (b"\xfd7zXZ\x00", "compressed_file", COMPRESSED_LOG),
+          (b"\x28\xb5\x2f\xfd", "compressed_file", COMPRESSED_LOG), (b"PK\x03\x04", "compressed_file", COMPRESSED_LOG),
+          (b"PAR1", "parquet_file", PARQUET_LOG))
+
+
+def _no_json_lines(path: Path, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
+    """(kind, message) when a file named as a JSON-lines log (by its path or a glob) is compressed or Parquet, by
+    its name or first bytes; None when it may hold JSON lines, or what ``suffixes`` wants (Parquet, for TRL)."""
+    if ".jsonl" not in suffixes:
+        return None
+    name = path.name.lower()
+    if name.endswith(COMPRESSED):
+        return "compressed_file", COMPRESSED_LOG
+    if name.endswith(".parquet"):
+        return None if ".parquet" in suffixes else ("parquet_file", PARQUET_LOG)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return None  # the read reports it
+    if head[:3] == b"BZh" and head[3:4].isdigit():
+        return "compressed_file", COMPRESSED_LOG
+    return next(((kind, why) for magic, kind, why in _MAGIC
+                 if head.startswith(magic) and not (kind == "parquet_file" and ".parquet" in suffixes)), None)
 
 
 def _not_a_file(path: str) -> str | None:
@@ -172,6 +205,9 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
     if path.is_file():
         if not _utf8(str(path)):
             raise NoLogsError(f"the log path is not UTF-8: {_shown(path)} (rename it to read it)")
+        if (why := _no_json_lines(path, suffixes)) is not None:
+            _report(problems, _shown(path), *why)
+            return []
         return [path.resolve()]
     if glob.has_magic(item):
         matches = []
@@ -186,11 +222,15 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
                 _report(problems, _shown(p), "unreadable_file", NOT_UTF8)
             elif p.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
                 _report(problems, _shown(p), "compressed_file", COMPRESSED_LOG)
+            elif (why := _no_json_lines(Path(p), suffixes)) is not None:
+                _report(problems, _shown(p), *why)
             else:
                 files.append(Path(p).resolve())
         if not files:
+            said = [m for q, _, m in (problems or []) if q == _shown(matches[0])] if matches else []
             raise NoLogsError(f"the pattern {item} matches no file" if not matches else
-                              f"the pattern {item} matches no file that can be read: e.g. {_shown(matches[0])}")
+                              f"the pattern {item} matches no file that can be read: e.g. {_shown(matches[0])}"
+                              + (f" ({said[-1]})" if said else ""))
         return sorted(files)
     if path.exists():
         raise NoLogsError(f"log path is neither a file nor a folder (a pipe or a device?): {path}")

@@ -243,6 +243,36 @@ def test_what_a_folder_holds_but_cannot_be_read_is_reported(tmp_path, open_run):
         open_run(bad.decode(errors="surrogateescape"))
 
 
+def test_a_compressed_or_parquet_file_named_as_a_log_is_said_not_read_as_text(tmp_path, open_run):
+    """A gzipped log or a Parquet file named by its path was read as JSON lines: thousands of malformed_json and
+    non_utf8 problems of binary bytes and no samples. Named alone it is an error saying why; among others, a
+    problem of its own (by its name, or by its first bytes under any name); Parquet with TRL's columns is TRL's."""
+    import pandas as pd
+
+    logs = tmp_path / "logs"
+    good = write_lines(logs / "rank0.jsonl", records(0, 2))
+    body = "".join(json.dumps(r) + "\n" for r in records(0, 2, seed=3))
+    with gzip.open(logs / "rank1.jsonl.gz", "wt") as f:
+        f.write(body)
+    (logs / "rank2.jsonl").write_bytes(gzip.compress(body.encode()))  # gzipped under a .jsonl name
+    pd.DataFrame(records(0, 2, seed=4)).to_parquet(logs / "rank3.parquet")
+    for name, why in [("rank1.jsonl.gz", "a compressed log is not read: decompress it"),
+                      ("rank2.jsonl", "a compressed log is not read"), ("rank3.parquet", "a Parquet file, not JSON")]:
+        with pytest.raises(NoLogsError, match=rf"no log file that can be read: .*{name} \({why}"):
+            open_run(logs / name)
+    run = open_run([good, logs / "rank1.jsonl.gz", logs / "rank2.jsonl", logs / "rank3.parquet"])
+    assert len(run.samples) == 2
+    assert kinds(run) == [("rank1.jsonl.gz", "compressed_file"), ("rank2.jsonl", "compressed_file"),
+                          ("rank3.parquet", "parquet_file")]
+    with pytest.raises(NoLogsError, match=r"matches no file that can be read: e\.g\. .*rank1\.jsonl\.gz \(a compressed"):
+        open_run(str(logs / "*.gz"))
+    trl = tmp_path / "trl" / "my_completions.parquet"  # TRL's columns, another name
+    trl.parent.mkdir()
+    pd.DataFrame({"step": [3, 3], "prompt": ["p", "p"], "completion": ["a", "b"], "reward": [1.0, 0.0]}).to_parquet(trl)
+    run = open_run(trl)
+    assert run.format == "trl" and run.samples["response"].tolist() == ["a", "b"]
+
+
 def test_a_dangling_link_or_a_pipe_among_the_logs_is_said(tmp_path, open_run):
     """A rank's log linked from a drive not mounted (a link to nothing) or a FIFO named *.jsonl: a folder passed
     over them in silence (named directly, each was an error)."""

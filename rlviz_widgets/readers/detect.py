@@ -106,8 +106,8 @@ def detect(source, columns: dict | None = None) -> str:
     classes: set[str | None] = set()  # the name rules matched so far (None: no rule)
     for path in files:
         named = by_name(path)
-        if path.suffix == ".parquet" and named != "trl":
-            continue  # other Parquet files are no logs of ours
+        if path.suffix == ".parquet" and named != "trl" and by_fields(first_record(path) or {}) != "trl":
+            continue  # other Parquet files are no logs of ours (TRL's columns under another name are)
         if sampled >= MAX_FILES and named in classes:
             continue  # past the sample, only a file named as no file before was (another format's) is read
         if named:
@@ -119,7 +119,7 @@ def detect(source, columns: dict | None = None) -> str:
             continue
         fmt = by_fields(rec)
         if path.suffix == ".parquet":
-            fmt = "trl"  # named as TRL names them (others were passed over): evidence enough, whatever its columns
+            fmt = "trl"  # named as TRL names them, or with its columns (others were passed over)
         elif fmt == "trl":
             fmt = None  # TRL writes Parquet; a JSON-lines file with these fields needs columns=
         if fmt is None:
