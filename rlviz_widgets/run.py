@@ -355,6 +355,9 @@ class Run:
 
     def _open(self, source, format, columns, tokenizer, pad_token, system_prompt_end, max_samples_per_step, steps,
               cache_dir, progress) -> None:
+        for name, text in (("pad_token", pad_token), ("system_prompt_end", system_prompt_end)):
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"{name}= takes text (or None), not {text!r}")
         self.source = source = absolute(source)
         if format == "auto":
             format = detect(source, columns)
@@ -960,8 +963,8 @@ class Run:
 
     def _condition(self, where: str) -> str:
         """``where`` checked to be one SQL condition, in parentheses (``sqlguard.condition``)."""
-        with self._db.cursor() as cur:
-            return sqlguard.condition(cur, where)
+        with self._cursor() as cur:  # given the token files: a where may ask the tokens view
+            return sqlguard.condition(cur, where, "samples")
 
     def _numeric(self, where: str = "") -> str:
         """The in-memory numeric table when ``where`` needs no column it lacks, else the full view."""
@@ -1240,7 +1243,7 @@ class Run:
         lines.append("  token arrays: " + (", ".join(fields) if fields else
                                            "none (sample-level log)" if n else "none (no samples)"))
         probs = self._all_problems()
-        lines.append(f"  problems: {len(probs)}" + (f" ({problemsmod.summarize(probs)})" if probs else ""))
+        lines.append("  problems: " + (problemsmod.summarize(probs) if probs else "none"))
         if self.skipped_lines:
             lines.append(f"  lines skipped unread (past the per-step cap or out of the step range): "
                          f"{self.skipped_lines} (not checked for problems)")
@@ -1253,3 +1256,9 @@ class Run:
         """Release the DuckDB connection (and the lease on the cache parts the run read)."""
         self._lease.release()
         self._db.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -24,7 +24,11 @@ def absolute(source):
     on, wherever the working directory goes later. An empty path is refused (it would mean the working
     directory)."""
     def one(item):
-        text = os.fspath(item)
+        try:
+            text = os.fspath(item)
+        except TypeError:
+            raise TypeError(f"a log source is a folder, a file or a glob (a str or a path), or a list of them; "
+                            f"not {item!r}") from None
         if not str(text).strip():
             raise NoLogsError("an empty log path was given (\"\"): name a folder, a file or a glob")
         text = os.path.expanduser(text)

@@ -24,13 +24,22 @@ _LOGGING = re.compile(r"\benable_logging\s*\(", re.IGNORECASE)  # makes DuckDB w
 def check_query(con: duckdb.DuckDBPyConnection, query: str) -> None:
     """Raise a ValueError unless ``query`` holds statements and only of ``QUERY_KINDS``: a DROP, CREATE, INSERT
     or COPY, also under EXPLAIN ANALYZE (which runs what it explains), would change the run's views."""
+    if not isinstance(query, str):
+        raise TypeError(f"run.sql takes SQL as text, such as \"SELECT * FROM samples\", not {query!r}")
     kinds = statement_kinds(con, query)
     if not kinds:
         raise ValueError(f"no SQL statement in {query!r}")
     refused = sorted(set(kinds) - QUERY_KINDS)
     if refused:
-        raise ValueError(f"run.sql runs queries ({', '.join(sorted(QUERY_KINDS))}), not {', '.join(refused)} "
-                         "statements: they could change the run's views, tables or settings")
+        named = {"MULTI": "PIVOT", "LOAD": "INSTALL or LOAD"}
+        raise ValueError(f"run.sql runs queries ({', '.join(named.get(k, k) for k in sorted(QUERY_KINDS))}), "
+                         f"not {', '.join(named.get(k, k) for k in refused)} statements: they could change the "
+                         "run's views, tables or settings")
+    # DuckDB before 2.0 gives a PIVOT as two statements, the first without text of its own
+    given = [st for st in con.extract_statements(query) if st.query.strip()]
+    if len(given) > 1:
+        raise ValueError(f"run.sql runs one statement at a time; {len(given)} were given (only the last one's "
+                         "result would come back)")
 
 
 def statement_kinds(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
@@ -53,10 +62,13 @@ def statement_kinds(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
     return kinds
 
 
-def condition(con: duckdb.DuckDBPyConnection, where: str) -> str:
+def condition(con: duckdb.DuckDBPyConnection, where: str, relation: str | None = None) -> str:
     """``where`` (a SQL condition over samples) in parentheses, so that it binds as a whole beside the conditions
     it is added to (``a OR b`` after ``isfinite(x) AND``); a ValueError if it is no single condition (a ``;`` or
-    a closing parenthesis could bring in another statement). Empty stays empty."""
+    a closing parenthesis could bring in another statement) or, given ``relation``, not one over its columns (a
+    misspelt name failed later, in a query of ours it showed). Empty stays empty."""
+    if not isinstance(where, str):
+        raise TypeError(f"where= takes a SQL condition as text, such as \"kl_mean > 0.1\", not {where!r}")
     if not where.strip():
         return ""
     try:
@@ -67,6 +79,12 @@ def condition(con: duckdb.DuckDBPyConnection, where: str) -> str:
         raise ValueError(f"where= must be one SQL condition, not statements: {where!r}")
     if _LOGGING.search(_without_comments(where)):
         raise ValueError(f"where= cannot turn on DuckDB's logging: {where!r}")
+    if relation is not None:
+        try:  # bound, not run
+            con.execute(f"DESCRIBE SELECT 1 FROM {relation} WHERE ({where}\n)").fetchall()
+        except duckdb.Error as e:
+            raise ValueError(f"where= is no condition over the samples' columns: {where!r} "
+                             f"({str(e).splitlines()[0]})") from None
     return f"({where}\n)"
 
 

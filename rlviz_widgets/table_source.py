@@ -144,11 +144,15 @@ class TableSource:
         return out
 
     # -- filtering ----------------------------------------------------------------------------
+    def condition(self, where: str) -> str:
+        """``where`` as ``sqlguard.condition`` gives it over these rows' columns (a ValueError if it is none)."""
+        if where != self._where_checked[0]:
+            self._where_checked = (where, sqlguard.condition(self.con, where, self.full))
+        return self._where_checked[1]
+
     def _filtered(self, search: str, where: str) -> str:
         """A relation of the sample_ids passing search and where (cached while they stay the same)."""
-        if where != self._where_checked[0]:
-            self._where_checked = (where, sqlguard.condition(self.con, where))
-        key = (_needle(search), self._where_checked[1])
+        key = (_needle(search), self.condition(where))
         if key == ("", ""):
             return self.nums
         if not key[0] and self._numeric_only(key[1]):  # a brush: scanning the numbers in memory is cheaper

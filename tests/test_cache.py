@@ -1398,13 +1398,18 @@ def test_a_last_record_continued_between_plan_and_read(tmp_path, open_run, monke
     assert_same_as_fresh(run, folder, tmp_path)
 
 
-def test_close_releases_the_lease(tmp_path):
+def test_close_releases_the_lease_and_a_with_block_closes(tmp_path):
     from rlviz_widgets import leases
 
     write_lines(tmp_path / "logs" / "r0.jsonl", records(0, 2))
     run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)
     assert leases.in_use(tmp_path / "cache") == {leases.key(p) for _, p in run._parts()}
     run.close()
+    assert leases.in_use(tmp_path / "cache") == set()
+    # a with block closes it (there was no way but close())
+    with rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False) as run:
+        assert len(run.samples) == 2 and "  problems: none" in repr(run)  # was "problems: 0"
+        assert leases.in_use(tmp_path / "cache")
     assert leases.in_use(tmp_path / "cache") == set()
 
 

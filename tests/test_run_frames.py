@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+import traitlets
 from conftest import POEM, README_RECORD, f32, read_records
 
 import rlviz_widgets
@@ -614,6 +615,8 @@ def test_histograms_of_values_whose_range_underflows_a_double(tmp_path, open_run
     ({"max_samples_per_step": 2.5}, "must be a whole number"),
     ({"max_samples_per_step": "3"}, "must be a whole number"),
     ({"max_samples_per_step": 0}, "at least 1"),
+    ({"system_prompt_end": 5}, r"system_prompt_end= takes text \(or None\), not 5"),
+    ({"pad_token": 1}, r"pad_token= takes text \(or None\), not 1"),
 ])
 def test_bad_options_are_refused_before_anything_is_read(synth_logs, open_run, cache_dir, options, error):
     """A reversed step range gave an empty run without a word; (15,) failed with an unpacking error after every
@@ -727,11 +730,48 @@ def test_a_where_binds_as_a_whole_and_is_one_condition(tmp_path, open_run):
         with pytest.raises(ValueError, match="one SQL condition"):
             call()
     table = rlviz_widgets.SampleTable(run)
-    table.where = sneaky  # the widget shows the error (and keeps its rows)
-    assert "one SQL condition" in table.error and table.row_count == 6
+    with pytest.raises(traitlets.TraitError, match="one SQL condition"):
+        table.where = sneaky  # refused, the table as it was
+    assert table.where == "" and not table.error and table.row_count == 6
     with pytest.raises(ValueError, match="not a SQL condition"):
         run.histograms(["reward"], where="reward >")
     assert sorted(p.name for p in logs.iterdir()) == ["r.jsonl"]
+
+
+def test_a_where_naming_no_column_or_not_text_is_refused_in_our_words(tmp_path, open_run):
+    """A misspelt column in where= raised DuckDB's BinderException showing our own SQL (``FROM _nums WHERE
+    isfinite("reward") AND (stepp > 30``); a table took it and failed on every page after; where=5 raised
+    AttributeError."""
+    logs = _write_records(tmp_path / "logs", [{"step": s, "prompt": "p", "response": "r", "reward": 1.0}
+                                              for s in (0, 1)])
+    run = open_run(logs)
+    calls = (lambda w: run.reward_histogram(where=w), lambda w: run.histograms(where=w), run.steps_sql)
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^where= is no condition over the samples' columns: 'stepp > 0' "
+                                             r"\(Binder Error: .*\"stepp\"[^\n]*\)$"):
+            call("stepp > 0")
+        with pytest.raises(TypeError, match="where= takes a SQL condition as text"):
+            call(5)
+    assert run.reward_histogram(where="step > 0")["count"].sum() == 1
+    table = rlviz_widgets.SampleTable(run)
+    with pytest.raises(traitlets.TraitError, match="no condition over the samples' columns"):
+        table.where = "stepp > 0"
+    assert table.where == "" and table.row_count == 2 and not table.error
+    table.where = "step > 0"
+    assert table.row_count == 1
+
+
+def test_sql_runs_one_query_given_as_text(tmp_path, open_run):
+    """``run.sql("select 1; select 2")`` gave the last result alone, in silence; run.sql(123) raised
+    "object of type 'int' has no len()"; refusals named DuckDB's statement kinds (MULTI, LOAD for INSTALL)."""
+    run = open_run(_write_records(tmp_path / "logs", [{"step": 0, "prompt": "p", "response": "r", "reward": 1.0}]))
+    with pytest.raises(ValueError, match="one statement at a time; 2 were given"):
+        run.sql("SELECT 1; SELECT 2")
+    with pytest.raises(TypeError, match="run.sql takes SQL as text"):
+        run.sql(123)
+    with pytest.raises(ValueError, match=r"\(CALL, EXPLAIN, PIVOT, PRAGMA, SELECT\), not INSTALL or LOAD statements"):
+        run.sql("INSTALL httpfs")
+    assert run.sql("SELECT 1 AS x;").x.tolist() == [1]
 
 
 def test_a_log_with_only_reference_logprobs_has_their_probabilities(tmp_path, open_run):

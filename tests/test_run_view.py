@@ -66,6 +66,21 @@ def test_infinite_or_nan_range_ends_and_odd_pages(view):
     assert page["offset"] == 0 and page["ids"] == src.ids(offset=0, limit=3)  # where its rows start
 
 
+def test_a_where_the_samples_cannot_take_is_refused_and_the_filters_stay(view):
+    """``view.filter(where="kl_men > 0.1")`` returned as if it worked: the where was kept, the table showed
+    DuckDB's BinderException, and view.filtered and view.selected_tokens raised it from then on."""
+    view.filter(steps=(1, None), where="kl_mean > 0")
+    before = view.filtered
+    for bad in ("kl_men > 0.1", "kl_mean >", 5):
+        with pytest.raises((ValueError, TypeError), match="where="):
+            view.filter(steps=(3, None), where=bad)
+        assert view.steps == (1.0, None) and view.where == "kl_mean > 0"  # nothing moved
+        assert view.filtered.equals(before) and not view.table.error
+    with pytest.raises(traitlets.TraitError, match="kl_men"):
+        view.where = "kl_men > 0.1"
+    assert view.where == "kl_mean > 0" and view.filtered.equals(before)
+
+
 def test_a_where_filter_may_ask_the_tokens_view(view):
     """The table's cursors come from the run, so SQL over tokens works in a filter as it does in run.sql."""
     cond = "sample_id IN (SELECT sample_id FROM tokens WHERE kl > 0.05)"

@@ -171,6 +171,8 @@ class RunView(W.VBox):
         Only the arguments given change; ``steps=None`` (or ``reward=None``) clears that range.
         Moves the brushes and the table, exactly as the mouse would.
         """
+        if where is not None:
+            self.table._source.condition(where)  # a ValueError before anything moves
         with self.hold_trait_notifications():
             if steps is not _UNSET:
                 self.steps = _range(steps, "steps")
@@ -235,6 +237,15 @@ class RunView(W.VBox):
         name = proposal["trait"].name
         part = getattr(self, "strip" if name == "color_by" else "table", None)
         return proposal["value"] if part is None else part.traits()[name]._validate(part, proposal["value"])
+
+    @traitlets.validate("where")
+    def _check_where(self, proposal):
+        """A condition the samples cannot take is refused, the old one kept (it was kept, and broke ``filtered``)."""
+        try:
+            self.table._source.condition(proposal["value"])
+        except (TypeError, ValueError) as e:
+            raise traitlets.TraitError(str(e)) from None
+        return proposal["value"]
 
     @traitlets.observe("steps", "reward", "where")
     def _on_filters(self, change) -> None:

@@ -112,6 +112,14 @@ class SampleTable(RpcWidget):
             raise traitlets.TraitError(f"at most {MAX_SELECTED} rows can be selected at once; got {len(ids)}")
         return ids
 
+    @traitlets.validate("where")
+    def _check_where(self, proposal):
+        try:  # refused at once, the old one kept: it failed on every page after (the error line said why)
+            self._source.condition(proposal["value"])
+        except (TypeError, ValueError) as e:
+            raise traitlets.TraitError(str(e)) from None
+        return proposal["value"]
+
     @traitlets.validate("sort_by")
     def _check_sort(self, proposal):
         value = proposal["value"]
