@@ -87,7 +87,12 @@ def default_cache_root() -> Path:
     env = os.environ.get("RLVIZ_CACHE_DIR")
     # absolute: a relative one would move with the working directory, and escape the check that keeps the cache
     # out of the log folder
-    return (Path(env) if env else Path(platformdirs.user_cache_dir("rlviz_widgets"))).expanduser().resolve()
+    return Path(env).expanduser().resolve() if env else user_cache_root()
+
+
+def user_cache_root() -> Path:
+    """The platform's cache dir for us (e.g. ~/.cache/rlviz_widgets), whatever ``$RLVIZ_CACHE_DIR`` says."""
+    return Path(platformdirs.user_cache_dir("rlviz_widgets")).expanduser().resolve()
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import os
@@ -568,12 +569,16 @@ class Run:
         """A cache dir we may not write to is named in the error, with the way out (a warm cache opens read-only)."""
         try:
             yield
-        except PermissionError as e:
+        except OSError as e:
+            # a read-only mount too (EROFS; pyarrow's writer says so in its message, without the errno's name)
+            if not isinstance(e, PermissionError) and e.errno != errno.EROFS and "Read-only file system" not in str(e):
+                raise
             where = Path(os.path.abspath(e.filename)) if e.filename is not None else self.cache_root
             root = self.cache_root
             if where != root and root not in where.parents and where not in root.parents:
                 raise  # not the cache's (a log that cannot be read is skipped and reported before this)
-            raise PermissionError(f"cannot write the cache in {self.cache_root} ({e.strerror}: {e.filename}): pass "
+            why = f"{e.strerror}: {e.filename}" if e.filename is not None else str(e)
+            raise PermissionError(f"cannot write the cache in {self.cache_root} ({why}): pass "
                                   "cache_dir= or set $RLVIZ_CACHE_DIR to a folder you can write") from e
 
     def _pending_for(self, state: cachemod.FileState) -> list[Problem]:
@@ -589,9 +594,11 @@ class Run:
                         "skipped until the line is complete")]
 
     def _check_cache_location(self, files: list[Path]) -> None:
-        folders = {f.parent for f in files} | source_folders(self.source)
-        for d in folders:
+        named = source_folders(self.source)
+        for d in named | {f.parent for f in files}:
             if self.cache_root == d or d in self.cache_root.parents:
+                if d not in named and self.cache_root == cachemod.user_cache_root() and d != self.cache_root:
+                    continue  # the platform's own (~/.cache/...) by a log file in ~: no choice of the user's
                 raise ValueError(f"the cache dir {self.cache_root} is inside the log folder {d}; "
                                  "logs are read-only to rlviz_widgets: choose another cache_dir")
 

@@ -259,7 +259,7 @@ def source_folders(source) -> set[Path]:
         path = Path(os.fspath(item)).expanduser()
         if path.is_dir():
             out.add(path.resolve())
-        elif glob.has_magic(str(path)):
+        elif glob.has_magic(str(path)) and not path.exists():  # a file named exp[lr=1e-4].jsonl is no pattern
             parts = []
             for part in path.parts:
                 if glob.has_magic(part):

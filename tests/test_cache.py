@@ -491,6 +491,56 @@ def test_cache_dir_in_the_top_log_folder_with_nested_runs_is_refused(tmp_path):
         assert folder_fingerprint(root) == before
 
 
+def test_a_log_file_in_home_opens_with_the_platform_cache_dir(tmp_path, monkeypatch):
+    """``open_run("~/rollout.jsonl")`` with no cache_dir failed: the platform's cache dir (~/.cache/rlviz_widgets)
+    is below the file's folder, which counted as a log folder. The user chose neither; a cache dir they name
+    there, or their home named as the log folder, is still refused."""
+    home = tmp_path / "home"
+    log = write_lines(home / "rollout.jsonl", records(0, 3))
+    monkeypatch.delenv("RLVIZ_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    before = folder_fingerprint(home)
+    run = rlviz_widgets.open_run(log, progress=False)
+    assert len(run.samples) == 3 and run.cache_root == home / ".cache" / "rlviz_widgets"
+    assert any(run.cache_root.rglob("*.parquet"))
+    for bad in ({"cache_dir": home / ".rlviz"}, {"source": home}):
+        with pytest.raises(ValueError, match="inside the log folder"):
+            rlviz_widgets.open_run(bad.get("source", log), cache_dir=bad.get("cache_dir"), progress=False)
+    assert {p: h for p, h in folder_fingerprint(home).items() if ".cache" not in str(p)} == before
+
+
+def test_a_log_file_whose_path_looks_like_a_glob_is_a_file(tmp_path):
+    """A file in a Hydra-style folder ``exp[lr=1e-4]`` was taken for a glob pattern by the cache dir check: its
+    fixed part (the folder above) counted as a log folder, and a cache dir beside the run was refused."""
+    log = write_lines(tmp_path / "exp[lr=1e-4]" / "rank0.jsonl", records(0, 2))
+    assert len(rlviz_widgets.open_run(log, cache_dir=tmp_path / "cache", progress=False).samples) == 2
+
+
+def test_a_cache_on_a_read_only_mount_is_said_in_our_words(tmp_path):
+    """A warm cache on a read-only mount (EROFS, not EACCES) and a log that grew: pyarrow's bare OSError from deep
+    in the writer, not the error naming the cache dir and the way out."""
+    import subprocess
+
+    log = write_lines(tmp_path / "logs" / "r0.jsonl", records(0, 2))
+    cache = tmp_path / "cache"
+    rlviz_widgets.open_run(log, cache_dir=cache, progress=False).close()
+    mount = f"mount --bind {cache} {cache} && mount -o remount,bind,ro {cache}"
+    if subprocess.run(mount, shell=True, capture_output=True).returncode:
+        pytest.skip("no bind mount here (needs root)")
+    try:
+        run = rlviz_widgets.open_run(log, cache_dir=cache, progress=False)  # warm: read-only is fine
+        assert len(run.samples) == 2
+        with open(log, "a") as f:
+            f.write(json.dumps(records(1, 1)[0]) + "\n")
+        for call in (run.refresh, lambda: rlviz_widgets.open_run(log, cache_dir=cache, progress=False)):
+            with pytest.raises(PermissionError, match=r"cannot write the cache in .*Read-only file system.*pass "
+                                                      r"cache_dir= or set \$RLVIZ_CACHE_DIR"):
+                call()
+        assert len(run.samples) == 2  # as read before
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
+
+
 def test_default_cache_dir_comes_from_the_environment(synth_logs, tmp_path, monkeypatch):
     folder, files = synth_logs(ranks=1)
     monkeypatch.setenv("RLVIZ_CACHE_DIR", str(tmp_path / "env_cache"))
