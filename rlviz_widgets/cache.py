@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -88,6 +89,14 @@ def default_cache_root() -> Path:
     # absolute: a relative one would move with the working directory, and escape the check that keeps the cache
     # out of the log folder
     return Path(env).expanduser().resolve() if env else user_cache_root()
+
+
+def spill_to_temp(db: duckdb.DuckDBPyConnection) -> None:
+    """Where DuckDB spills what does not fit in memory: a folder of this database's own in the system's temporary
+    folder (made by DuckDB only if it spills, removed when it closes). An in-memory database spills to ``.tmp`` in
+    the working directory, which may be the log folder; the cache dir is not known to be writable yet."""
+    spill = Path(tempfile.gettempdir()) / f"rlviz_widgets-spill-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    db.execute("SET temp_directory = " + "'" + str(spill).replace("'", "''") + "'")
 
 
 def user_cache_root() -> Path:

@@ -268,6 +268,7 @@ def _connect() -> duckdb.DuckDBPyConnection:
     db = duckdb.connect()  # private, in memory: views and the numeric table live here
     # Parquet footers parsed once, not on every page request (cache parts never change in place)
     db.execute("SET GLOBAL parquet_metadata_cache = true")
+    cachemod.spill_to_temp(db)
     # no setting changes after this one: run.sql's CALL and PRAGMA could otherwise turn on DuckDB's logging or
     # profiling to a file (into the log folder), or change the run's threads or memory under it
     db.execute("SET lock_configuration = true")

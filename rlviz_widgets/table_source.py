@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from . import sqlguard
+from .cache import spill_to_temp
 
 TEXT_CLIP = 300
 DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
@@ -95,6 +96,7 @@ class TableSource:
         df[row] = range(len(df))
         keyed = _usable_ids(df["sample_id"])  # else rows are told apart by position, and sample_id is plain data
         con = duckdb.connect()
+        spill_to_temp(con)
         con.register("_frame", df)
         con.execute("CREATE TABLE _frame_rows AS SELECT * FROM _frame")
         con.unregister("_frame")

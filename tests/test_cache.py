@@ -541,6 +541,35 @@ def test_a_cache_on_a_read_only_mount_is_said_in_our_words(tmp_path):
         subprocess.run(["umount", str(cache)], check=True)
 
 
+def test_duckdb_spills_to_a_temporary_folder_not_the_working_directory(tmp_path, monkeypatch):
+    """An in-memory DuckDB spills what does not fit in memory to ``.tmp`` in the working directory: a notebook
+    started in the log folder would have had DuckDB write there. Each database of ours spills to a folder of its
+    own in the system's temporary folder, which it removes when it closes."""
+    import tempfile
+
+    import duckdb
+
+    from rlviz_widgets import cache as cachemod
+
+    logs = tmp_path / "logs"
+    write_lines(logs / "r0.jsonl", records(0, 2))
+    monkeypatch.chdir(logs)
+    run = rlviz_widgets.open_run(logs, cache_dir=tmp_path / "cache", progress=False)
+    table = rlviz_widgets.SampleTable(run.samples)
+    for spill in (run.sql("SELECT current_setting('temp_directory') AS t").t[0],
+                  table._source.con.execute("SELECT current_setting('temp_directory')").fetchone()[0]):
+        assert Path(spill).parent == Path(tempfile.gettempdir()) and "rlviz_widgets-spill-" in spill
+    db = duckdb.connect()  # a real spill, with a memory limit our databases lock
+    cachemod.spill_to_temp(db)
+    db.execute("SET memory_limit = '32MB'")
+    db.execute("SET threads = 1")
+    db.execute("CREATE TABLE t AS SELECT random() AS x, range AS i FROM range(2500000) ORDER BY x")
+    spill = Path(db.execute("SELECT current_setting('temp_directory')").fetchone()[0])
+    assert any(spill.iterdir())
+    db.close()
+    assert not spill.exists() and sorted(p.name for p in logs.iterdir()) == ["r0.jsonl"]
+
+
 def test_default_cache_dir_comes_from_the_environment(synth_logs, tmp_path, monkeypatch):
     folder, files = synth_logs(ranks=1)
     monkeypatch.setenv("RLVIZ_CACHE_DIR", str(tmp_path / "env_cache"))
