@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
-def assign(root: Path, paths: Iterable[str]) -> dict[str, int]:
-    """The number of each path, giving new paths the next free numbers (sorted order among them)."""
+def assign(root: Path, paths: Iterable[str], held: dict[str, int] | None = None) -> dict[str, int]:
+    """The number of each path, giving new paths the next free numbers (sorted order among them). ``held``: the
+    numbers a live run already gave its files, kept where the registry lost them (the cache dir deleted under
+    it): its sample ids would otherwise name other samples."""
     paths = list(paths)
     registry = root / "file_numbers.json"
     known = _read(registry)
@@ -26,8 +28,14 @@ def assign(root: Path, paths: Iterable[str]) -> dict[str, int]:
     with open(root / "file_numbers.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # several kernels may open runs at once
         known = _read(registry)
+        taken, restored = set(known.values()), False
+        for p, n in sorted((held or {}).items(), key=lambda x: x[1]):
+            if p not in known and n not in taken:
+                known[p] = n
+                taken.add(n)
+                restored = True
         new = [p for p in sorted(set(paths)) if p not in known]
-        if new:
+        if new or restored:
             nxt = max(known.values(), default=-1) + 1
             for k, p in enumerate(new):
                 known[p] = nxt + k

@@ -570,6 +570,25 @@ def test_duckdb_spills_to_a_temporary_folder_not_the_working_directory(tmp_path,
     assert not spill.exists() and sorted(p.name for p in logs.iterdir()) == ["r0.jsonl"]
 
 
+def test_a_live_runs_sample_ids_survive_its_cache_dir_deleted(tmp_path):
+    """The cache dir deleted under a live run (another kernel cleaning up), then a new rank file: the refresh
+    numbered the files afresh, b.jsonl's ids went to a.jsonl's lines and a view's selected_ids named other
+    samples, without a word."""
+    import shutil
+
+    logs, cache = tmp_path / "logs", tmp_path / "cache"
+    write_lines(logs / "b.jsonl", [dict(r, prompt="from b") for r in records(0, 2)])
+    run = rlviz_widgets.open_run(logs, cache_dir=cache, progress=False)
+    before = dict(zip(run.samples.sample_id, run.samples.prompt))
+    shutil.rmtree(cache)
+    write_lines(logs / "a.jsonl", [dict(r, prompt="from a") for r in records(0, 2, seed=5)])
+    assert run.refresh()
+    after = dict(zip(run.samples.sample_id, run.samples.prompt))
+    assert {i: after[i] for i in before} == before and sorted(after.values()) == ["from a"] * 2 + ["from b"] * 2
+    again = rlviz_widgets.open_run(logs, cache_dir=cache, progress=False)  # the registry has them back
+    assert dict(zip(again.samples.sample_id, again.samples.prompt)) == after
+
+
 def test_default_cache_dir_comes_from_the_environment(synth_logs, tmp_path, monkeypatch):
     folder, files = synth_logs(ranks=1)
     monkeypatch.setenv("RLVIZ_CACHE_DIR", str(tmp_path / "env_cache"))
