@@ -1065,7 +1065,28 @@ class Run:
                              f"{', '.join(c for c in nums if c not in ('sample_id', 'file_no'))}")
 
     def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
-        """One row per token of the given samples: token text, metrics, and derived metrics."""
+        """One row per token of the given samples: token text, metrics, and derived metrics. An id that is no
+        sample of this run is a KeyError naming it (a row position, say, where a ``sample_id`` was due)."""
+        return self._tokens(self.check_ids(sample_ids))
+
+    def check_ids(self, sample_ids: int | Iterable[int]) -> list[int]:
+        """``sample_ids`` as a list; a KeyError naming those that are no samples of this run."""
+        ids = _id_list(sample_ids)
+        if ids:
+            listed = ", ".join(str(i) for i in dict.fromkeys(ids))
+            query = f"SELECT sample_id FROM _nums WHERE sample_id IN ({listed})"
+            held = {i for (i,) in self._execute(query).fetchall()}
+            missing = [i for i in dict.fromkeys(ids) if i not in held]
+            if missing:
+                more = len(missing) - 10
+                shown = ", ".join(map(str, missing[:10])) + (f" and {more} more" if more > 0 else "")
+                raise KeyError(f"not samples of this run: {shown} (sample ids are values of run.samples['sample_id'], "
+                               "not row positions)")
+        return ids
+
+    def _tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
+        """``tokens`` of those of the ids the run holds (the others left out: ids a view kept while its run
+        changed)."""
         ids = self._in_run(_id_list(sample_ids))
         by_file = _by_file(ids)
         parts = self._parts(by_file)
@@ -1080,7 +1101,12 @@ class Run:
                               kind="stable").reset_index(drop=True)
 
     def rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
-        """The samples rows of the given ids, in that order (fast: reads only their row groups)."""
+        """The samples rows of the given ids, in that order (fast: reads only their row groups). An id that is no
+        sample of this run is a KeyError naming it."""
+        return self._rows(self.check_ids(sample_ids), columns)
+
+    def _rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
+        """``rows`` of those of the ids the run holds (the others left out)."""
         ids = self._in_run(_id_list(sample_ids))
         known = set(self.columns) if columns else set()  # one DESCRIBE, not one per column (a page asks ~15)
         unknown = [c for c in columns or () if c not in known]
@@ -1123,8 +1149,8 @@ class Run:
     def token_arrays(self, sample_ids: Iterable[int]) -> list[dict]:
         """Per sample: id, step, reward, token strings and each token metric as a float32 array."""
         ids = _id_list(sample_ids)
-        toks = self.tokens(ids)
-        info = self.rows(ids, ["sample_id", "step", "reward"]) if ids else pd.DataFrame()
+        toks = self._tokens(ids)
+        info = self._rows(ids, ["sample_id", "step", "reward"]) if ids else pd.DataFrame()
         out = []
         groups = dict(tuple(toks.groupby("sample_id", sort=False))) if len(toks) else {}
         for _, r in info.iterrows():
@@ -1176,7 +1202,7 @@ class Run:
             cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
             ids = [i for (i,) in self._execute(
                 f"SELECT sample_id FROM _nums {cond} ORDER BY hash(sample_id) LIMIT {DOMAIN_SAMPLES}").fetchall()]
-            toks = self.tokens(ids)
+            toks = self._tokens(ids)
             vals = toks[metric].to_numpy(dtype="float64", na_value=np.nan) if metric in toks else np.zeros(0)
             vals = vals[np.isfinite(vals)]
             if metric in SIGNED_METRICS:

@@ -229,8 +229,8 @@ def test_tokens_rows_and_derived_metrics(synth):
         assert tt["log_ratio"].sum() == pytest.approx(row.log_ratio_sum, rel=1e-9, abs=1e-12)
     one = run.tokens(int(ids[0]))
     assert one["sample_id"].unique().tolist() == [ids[0]]
-    for none in ([], [10 ** 15]):  # no rows, the same columns
-        assert len(run.tokens(none)) == 0 and list(run.tokens(none).columns) == list(t.columns)
+    assert len(run.tokens([])) == 0 and list(run.tokens([]).columns) == list(t.columns)  # no rows, the same columns
+    assert list(run._tokens([10 ** 15]).columns) == list(t.columns)  # a view's id the run let go: no rows
 
 
 def test_reductions_with_samples_lacking_token_arrays(open_run, tmp_path):
@@ -459,11 +459,25 @@ def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
     ids = whole.samples["sample_id"].tolist()  # ids from another Run of the same logs
     held = part.samples["sample_id"].tolist()
     assert len(held) == 4 and set(held) < set(ids)
-    assert part.rows(ids)["sample_id"].tolist() == held
-    assert sorted(set(part.tokens(ids)["sample_id"])) == held
+    # asked by the user: an id the run does not hold is a KeyError naming it (it was left out in silence)
+    for call in (part.rows, part.tokens):
+        with pytest.raises(KeyError, match=rf"not samples of this run: {ids[0]}, {ids[1]}, .*\(sample ids are"):
+            call(ids)
+        with pytest.raises(KeyError, match=r"not samples of this run: 3 \(sample ids are values of"):
+            call([held[0], 3])  # a row position where an id was due
+    assert part.rows(held[::-1])["sample_id"].tolist() == held[::-1]
+    # a view's ids (kept while its run changed): the run's are given, the others left out
+    assert part._rows(ids)["sample_id"].tolist() == held
+    assert sorted(set(part._tokens(ids)["sample_id"])) == held
     assert [a["sample_id"] for a in part.token_arrays(ids[::-1])] == held[::-1]
     rs = rlviz_widgets.RunSet({"part": part})
-    assert rs.rows(ids)["sample_id"].tolist() == rs.samples["sample_id"].tolist()
+    assert rs._rows(ids)["sample_id"].tolist() == rs.samples["sample_id"].tolist()
+    with pytest.raises(KeyError, match="not samples of this run"):
+        rs.rows(ids)
+    strip = rlviz_widgets.TokenStrip(part, [held[0], ids[0]])
+    assert strip.error.startswith("sample_ids: not samples of this run: " + str(ids[0]))
+    strip.sample_ids = held[:2]
+    assert strip.error == "" and sorted(set(strip.tokens["sample_id"])) == held[:2]
 
 
 def test_rows_keep_the_order_asked_and_ids_asked_twice(synth_logs, open_run):

@@ -216,7 +216,7 @@ class RunView(W.VBox):
 
     @traitlets.default("selected_tokens")
     def _selected_tokens_default(self):
-        return self.run.tokens(self.selected_ids)
+        return self.run._tokens(self.selected_ids)  # a selection the run let go (a rewritten file) shows nothing
 
     def _refresh_frame(self, name: str) -> None:
         """Observers get the new frame now; everyone else computes it when they read it."""
@@ -608,7 +608,7 @@ class RunView(W.VBox):
         return "<div class='rlv-run-header'>" + " · ".join(parts) + "</div>"
 
     def _detail_html(self, sample_id: int) -> str:
-        df = self.run.rows([sample_id])
+        df = self.run._rows([sample_id])
         if not len(df):
             return ""
         r = df.iloc[0]

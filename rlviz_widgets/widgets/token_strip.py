@@ -32,6 +32,9 @@ def _shares(lengths: list[int], budget: int = MAX_STRIP_TOKENS, least: int = MIN
     return shares
 
 
+UNKNOWN_IDS = "sample_ids: "
+
+
 class TokenStrip(RpcWidget):
     """One or more responses as token strips; hover a token for every metric, click to pin."""
 
@@ -110,11 +113,17 @@ class TokenStrip(RpcWidget):
         self.pinned = None
         self._shown = self._data_key()
         self.refresh_view()
+        try:  # the others are drawn; these are said (they showed nothing, in silence)
+            self._run.check_ids(self.sample_ids)
+            if self.error.startswith(UNKNOWN_IDS):
+                self.error = ""
+        except KeyError as e:
+            self.error = UNKNOWN_IDS + e.args[0]
 
     @property
     def tokens(self) -> pd.DataFrame:
         """The tokens of the shown samples, one row per token (long form)."""
-        return self._run.tokens(self.sample_ids)
+        return self._run._tokens(self.sample_ids)
 
     @rpc
     def strips(self):
