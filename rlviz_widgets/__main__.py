@@ -1,11 +1,13 @@
-"""`python -m rlviz_widgets [LOGS...]`: open rollout logs and print a summary of the run.
+"""python -m rlviz_widgets [LOGS...]: open rollout logs and print a summary of each run.
 
-With no argument, reads the bundled real data and a generated token-level log.
+With no argument, reads the bundled real data and a generated token-level log. Exits with 1 when a source gave
+no samples (its problems say why), 2 on an error (a missing path, a bad option).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -13,10 +15,21 @@ import warnings
 from . import cache_usage, open_run, prune_cache
 from .demo import demo_sources
 from .problems import LogWarning
+from .readers import READERS
+from .readers.rlb import DEFAULT_PAD_TOKEN
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlviz_widgets", description=__doc__.splitlines()[0])
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the output piped into `head`, which stopped reading: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
+
+
+def _main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rlviz_widgets", epilog=__doc__.split("\n\n")[1],
+                                 description="Open rollout logs and print a summary of each run.")
     ap.add_argument("logs", nargs="*", help="log folders, files or globs (default: the bundled demo data)")
     ap.add_argument("--cache-dir", default=None,
                     help="where the columnar cache lives (default: $RLVIZ_CACHE_DIR, else the user cache dir)")
@@ -25,21 +38,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-samples-per-step", type=int, default=None, metavar="N",
                     help="keep the first N samples of each step (the lines past them are skipped unread)")
     ap.add_argument("--steps", type=_step_range, default=None, metavar="LO:HI",
-                    help="keep an inclusive step range; either end may be left out (10:, :50)")
+                    help="keep an inclusive step range; either end may be left out (10:, :50; a negative one "
+                         "after =: --steps=-5:10)")
+    ap.add_argument("--format", default="auto", choices=["auto", *(r for r in READERS if r != "columns")],
+                    help="the logs' format (default: told from their files)")
+    ap.add_argument("--pad-token", default=DEFAULT_PAD_TOKEN, metavar="TEXT",
+                    help=f"stripped from the texts shown (default: {DEFAULT_PAD_TOKEN}; '' strips nothing)")
     ap.add_argument("--cache-usage", action="store_true", help="list what the cache holds, per log file, and stop")
     ap.add_argument("--prune-cache", action="store_true",
                     help="delete the cache of logs gone and of other package versions (unless in use), and stop")
     ap.add_argument("--dry-run", action="store_true", help="with --prune-cache: only list what would go")
     args = ap.parse_args(argv)
+    if args.dry_run and not args.prune_cache:
+        ap.error("--dry-run goes with --prune-cache (it lists what pruning would remove)")
     if args.cache_usage or args.prune_cache:
         return _cache_report(args)
     sources = args.logs or [str(p) for p in demo_sources(args.cache_dir)]
+    empty = []
     for src in sources:
         t = time.perf_counter()
         try:
             with warnings.catch_warnings():  # the summary below says the same, once
                 warnings.simplefilter("ignore", LogWarning)
-                run = open_run(src, cache_dir=args.cache_dir, system_prompt_end=args.system_prompt_end,
+                run = open_run(src, format=args.format, cache_dir=args.cache_dir, pad_token=args.pad_token,
+                               system_prompt_end=args.system_prompt_end,
                                max_samples_per_step=args.max_samples_per_step, steps=args.steps)
         except (OSError, ValueError) as e:  # a missing path, a bad option: said in one line, not a traceback
             print(f"{ap.prog}: error: {e}", file=sys.stderr)
@@ -51,8 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             cols = [c for c in ("step", "samples", "reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
                                 "length_mean") if c in steps and steps[c].notna().any()]
             print(steps[cols].to_string(index=False, max_rows=12, float_format=lambda v: f"{v:.4g}"))
+        else:
+            empty.append(src)
         print()
-    return 0
+    for src in empty:  # a file that is no JSON lines, say: not a success
+        print(f"{ap.prog}: no samples read from {src} (see its problems above)", file=sys.stderr)
+    return 1 if empty else 0
 
 
 def _step_range(text: str) -> tuple[int | None, int | None]:

@@ -56,3 +56,36 @@ def test_problems_are_said_once_in_the_summary_not_again_as_a_warning(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "6 samples" in out.stdout and "malformed json" in out.stdout.lower() and ":4" in out.stdout
     assert "LogWarning" not in out.stderr and "problem(s)" not in out.stderr, out.stderr
+
+
+def test_no_samples_is_exit_1_and_odd_flags_are_said(tmp_path):
+    """A file that is no JSON lines (a README) gave "0 samples" and exit 0; --dry-run without --prune-cache was
+    ignored and the summary printed; there was no way to give the format or the pad token."""
+    base = [sys.executable, "-m", "rlviz_widgets", "--cache-dir", str(tmp_path / "cache")]
+    notes = tmp_path / "notes" / "README.md"
+    notes.parent.mkdir()
+    notes.write_text("# Notes\n\nnot a log\n")
+    out = subprocess.run(base + [str(notes)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "0 samples" in out.stdout and "malformed json" in out.stdout
+    assert f"no samples read from {notes}" in out.stderr
+    out = subprocess.run(base + ["--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "--dry-run goes with --prune-cache" in out.stderr and "==" not in out.stdout
+    log = tmp_path / "logs" / "r.jsonl"
+    log.parent.mkdir()
+    log.write_text('{"step": 0, "prompt": "p", "response": "a[pad][pad]", "reward": 1.0}\n')
+    out = subprocess.run(base + [str(log), "--format", "rlb", "--pad-token", "[pad]"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and "1 samples over 1 steps" in out.stdout and "chars      mean         1" in out.stdout
+    out = subprocess.run(base + [str(log), "--format", "verl"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "no input: left empty" in out.stdout  # read as verl's dump (input, output...)
+
+
+def test_output_piped_into_head_is_no_error(tmp_path):
+    """``python -m rlviz_widgets LOGS | head`` ended in a BrokenPipeError traceback."""
+    poem = str(ROOT / "rlviz_widgets" / "data" / "rlb_eval_poem_task.jsonl")
+    proc = subprocess.Popen([sys.executable, "-m", "rlviz_widgets", "--cache-dir", str(tmp_path / "cache")]
+                            + [poem] * 60, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"== ")
+    proc.stdout.close()  # as head does once it has its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
