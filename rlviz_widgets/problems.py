@@ -64,6 +64,15 @@ def warn(problems: list[Problem]) -> None:
         warnings.warn(summarize(problems), LogWarning, stacklevel=_outside_level())
 
 
+class OptionWarning(UserWarning):
+    """An option of ``open_run`` that changed nothing or kept nothing (a marker no prompt holds, say)."""
+
+
+def warn_option(message: str) -> None:
+    """Emit an OptionWarning at the first caller outside this package (as ``warn``)."""
+    warnings.warn(message, OptionWarning, stacklevel=_outside_level())
+
+
 def _outside_level() -> int:
     """``stacklevel`` for a ``warnings.warn`` in ``warn``: the first frame whose file is not in this package, if it
     is the user's; else (a refresh from an event loop or a widget's callback) warn's caller in this package."""

@@ -539,7 +539,25 @@ class Run:
             self.generation += 1
         shown = self._all_problems() if _first else new_problems + [p for p in pending if p not in old_pending]
         problemsmod.warn(shown)
+        if _first:
+            self._check_options()
         return changed or moved or bool(new_problems)
+
+    def _check_options(self) -> None:
+        """An OptionWarning for an option that kept nothing or changed nothing: it looked like a log without
+        samples, or a prompt without a system prompt (a marker misspelt)."""
+        lo, hi = self.step_range
+        if (lo is not None or hi is not None) and self._states and not self.n_samples:
+            skipped = f" ({self.skipped_lines} lines of other steps skipped)" if self.skipped_lines else ""
+            problemsmod.warn_option(f"steps=({lo}, {hi}) keeps no sample of these logs{skipped}")
+        parts = self._parts()
+        if self.system_prompt_end and parts:
+            marker = _lit(self.system_prompt_end)
+            n, found = self._execute(f"SELECT count(s.prompt), count(*) FILTER (WHERE contains(s.prompt, {marker})) "
+                                     f"FROM {self._source_sql(parts, None, [])} s").fetchall()[0]
+            if n and not found:
+                problemsmod.warn_option(f"system_prompt_end={self.system_prompt_end!r} occurs in none of the "
+                                        f"{n} prompts: they are kept whole")
 
     def _cache_for(self, path: Path) -> cachemod.FileCache:
         """A file's cache: the full one (every line read), or with a cap or a step range, one of the lines they may

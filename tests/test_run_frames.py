@@ -641,6 +641,28 @@ def test_bad_options_are_refused_before_anything_is_read(synth_logs, open_run, c
     assert not any(cache_dir.rglob("*.parquet"))
 
 
+def test_an_option_that_keeps_nothing_or_changes_nothing_is_said(tmp_path):
+    """A step range past the run gave an empty run, and a misspelt system_prompt_end marker left every prompt
+    whole, without a word: each is now an OptionWarning at the user's line (once, at the first open)."""
+    import warnings
+
+    folder = _write_records(tmp_path / "logs", [{"step": s, "prompt": f"sys<|end|>q{s}", "response": "r",
+                                                  "reward": 1.0} for s in (0, 1)])
+
+    def said(**options) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "cache", progress=False, **options)
+            run.refresh()
+        assert all(w.filename == __file__ for w in caught)
+        return [str(w.message) for w in caught if issubclass(w.category, rlviz_widgets.OptionWarning)]
+
+    assert said(steps=(5, 9)) == ["steps=(5, 9) keeps no sample of these logs (2 lines of other steps skipped)"]
+    assert said(system_prompt_end="<|eot|>") == [
+        "system_prompt_end='<|eot|>' occurs in none of the 2 prompts: they are kept whole"]
+    assert said(system_prompt_end="<|end|>", steps=(1, 9)) == [] and said() == []
+
+
 def test_the_system_prompt_is_cut_before_pads_are_stripped(tmp_path, open_run):
     """Llama 3 pads with <|eot_id|>, which also ends the system turn: stripped first, the marker was never found."""
     prompt = "<|start_header_id|>system<|end_header_id|>Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>2+2?"
