@@ -550,6 +550,16 @@ class Run:
         if (lo is not None or hi is not None) and self._states and not self.n_samples:
             skipped = f" ({self.skipped_lines} lines of other steps skipped)" if self.skipped_lines else ""
             problemsmod.warn_option(f"steps=({lo}, {hi}) keeps no sample of these logs{skipped}")
+        mapped = getattr(self._reader, "columns", {})  # columns=: common name -> the logs' field
+        if mapped and self._states:
+            n = self.n_samples
+            cols = [c for c in mapped if c in self.columns and c not in ("sample_id", "line")]
+            listed = ", ".join('count("' + c.replace('"', '""') + '")' for c in cols)
+            counts = self._execute(f"SELECT {listed} FROM _samples_raw").fetchall()[0] if cols and n else []
+            for c in [c for c, k in zip(cols, counts) if not k] + (["step"] if "step" in mapped and not n else []):
+                problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, which no record holds a value of: "
+                                        + ("every record was skipped" if c == "step" else f"{c} is empty")
+                                        + " (a misspelt field?)")
         parts = self._parts()
         if self.system_prompt_end and parts:
             marker = _lit(self.system_prompt_end)

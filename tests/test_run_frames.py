@@ -642,8 +642,9 @@ def test_bad_options_are_refused_before_anything_is_read(synth_logs, open_run, c
 
 
 def test_an_option_that_keeps_nothing_or_changes_nothing_is_said(tmp_path):
-    """A step range past the run gave an empty run, and a misspelt system_prompt_end marker left every prompt
-    whole, without a word: each is now an OptionWarning at the user's line (once, at the first open)."""
+    """A step range past the run gave an empty run, a misspelt system_prompt_end marker left every prompt whole,
+    and columns= naming a field no record has left its column empty, without a word (but a problem per record):
+    each is now an OptionWarning at the user's line (once, at the first open)."""
     import warnings
 
     folder = _write_records(tmp_path / "logs", [{"step": s, "prompt": f"sys<|end|>q{s}", "response": "r",
@@ -661,6 +662,13 @@ def test_an_option_that_keeps_nothing_or_changes_nothing_is_said(tmp_path):
     assert said(system_prompt_end="<|eot|>") == [
         "system_prompt_end='<|eot|>' occurs in none of the 2 prompts: they are kept whole"]
     assert said(system_prompt_end="<|end|>", steps=(1, 9)) == [] and said() == []
+    assert said(columns={"reward": "score", "prompt": "prompt", "ground_truth": "gt"}) == [
+        "columns= maps 'reward' to 'score', which no record holds a value of: reward is empty (a misspelt field?)",
+        "columns= maps 'ground_truth' to 'gt', which no record holds a value of: ground_truth is empty (a misspelt "
+        "field?)"]
+    assert said(columns={"step": "global_step"}) == [
+        "columns= maps 'step' to 'global_step', which no record holds a value of: every record was skipped (a "
+        "misspelt field?)"]
 
 
 def test_the_system_prompt_is_cut_before_pads_are_stripped(tmp_path, open_run):
