@@ -391,7 +391,8 @@ class Run:
         self._steps_cache: pd.DataFrame | None = None
         self._init_token_sources()
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
-        self.refresh(_first=True)
+        with contextlib.ExitStack() as held:
+            self._refresh(True, held)
 
     @property
     def _db(self) -> duckdb.DuckDBPyConnection:
@@ -399,10 +400,10 @@ class Run:
         return self._db_future.result()
 
     # -- reading ---------------------------------------------------------------------------
-    def refresh(self, _first: bool = False) -> bool:
+    def refresh(self) -> bool:
         """Read what was appended or added since the last read; True if anything changed (samples or problems)."""
         with contextlib.ExitStack() as held:
-            return self._refresh(_first, held)
+            return self._refresh(False, held)
 
     def _refresh(self, _first: bool, held: contextlib.ExitStack) -> bool:
         reader = self._reader

@@ -564,3 +564,16 @@ def test_a_big_groups_detail_stays_small(tmp_path, cache_dir):
     s = view.run.samples.sort_values("reward")
     best, worst = int(s.sample_id.iloc[-1]), int(s.sample_id.iloc[0])
     assert len(html_value) < 50_000 and f"sample {best} " in html_value and f"sample {worst} " not in html_value
+
+
+def test_reprs_say_what_is_shown(view):
+    """repr(RunView) was ipywidgets' dump of every child widget; SampleTable and TokenStrip were ``<... object at
+    0x...>``; filter's signature showed ``steps=<object object at 0x...>``."""
+    import inspect
+
+    view.filter(steps=(1, 3), where="reward > 0")
+    assert repr(view) == (f"RunView of {view.run.summary().splitlines()[0]}\n"
+                          "  filters: steps=(1.0, 3.0), where='reward > 0'; 0 selected")
+    assert repr(view.table).startswith(f"SampleTable: {view.table.row_count} rows, where 'step >= 1.0")
+    assert repr(view.strip).startswith("TokenStrip: samples [") and "coloured by" in repr(view.strip)
+    assert "steps=<unchanged>" in str(inspect.signature(view.filter))

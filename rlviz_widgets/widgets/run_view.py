@@ -19,7 +19,15 @@ from .sample_table import SampleTable
 from .step_slider import StepSlider
 from .token_strip import TokenStrip
 
-_UNSET = object()
+
+class _Unset:
+    """``filter``'s default: the argument not given, that filter left as it is."""
+
+    def __repr__(self) -> str:
+        return "<unchanged>"
+
+
+_UNSET = _Unset()
 MAX_HIST_STEPS = 200
 MAX_GROUP_CARDS = 16  # responses of a picked group shown side by side (as many as its token strips)
 MAX_CARD_CHARS = 2000  # of each (a card scrolls; the sample table and detail give the whole text)
@@ -101,6 +109,10 @@ class RunView(W.VBox):
 
     def __init__(self, source: Run | str | os.PathLike | list, *, bins: int = 30, follow: bool = False,
                  follow_interval: float = 3.0, **open_run_options):
+        """``source``: what ``open_run`` takes, a ``Run`` already open, or a dict of them (runs overlaid); ``bins``:
+        reward bins of the heat map and histograms; ``follow``: look at the logs every ``follow_interval``
+        seconds; ``open_run_options``: passed to ``open_run`` (``steps=`` there keeps only those steps in the
+        run; ``filter(steps=...)`` brushes them in the view)."""
         if isinstance(source, Run):
             if open_run_options:
                 raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")
@@ -165,6 +177,12 @@ class RunView(W.VBox):
         self.follow = follow
 
     # -- the Python API ----------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        shown = [f"{k}={v!r}" for k, v in (("steps", self.steps), ("reward", self.reward), ("search", self.search),
+                                            ("where", self.where)) if v]
+        head = self.run.summary().splitlines()[0] if isinstance(self.run, Run) else repr(self.run).splitlines()[0]
+        return (f"RunView of {head}\n  filters: {', '.join(shown) or 'none'}; {len(self.selected_ids)} selected")
+
     def filter(self, steps=_UNSET, reward=_UNSET, search: str | None = None, where: str | None = None) -> RunView:
         """Restrict the view: inclusive (lo, hi) ranges (either end None), text search, SQL condition.
 

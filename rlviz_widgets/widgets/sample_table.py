@@ -47,6 +47,8 @@ class SampleTable(RpcWidget):
     """A SQL condition over the samples columns restricting the rows (set by code, e.g. by RunView)."""
 
     def __init__(self, data: Run | pd.DataFrame, columns: list[str] | None = None, **kwargs):
+        """``data``: a run (or a set of runs) or a DataFrame; ``columns``: those shown, in order (default: the
+        common ones, then the first 24 custom ones); ``kwargs``: traits (``height``, ``sort_by``...)."""
         if isinstance(data, Run):
             self._source = TableSource.from_run(data)
         elif isinstance(data, pd.DataFrame):
@@ -104,6 +106,11 @@ class SampleTable(RpcWidget):
         cols = [c for c in columns if c in self._source.kinds]
         self.columns = self._source.column_info(cols or self._source.default_columns())
         self._query_changed(None)
+
+    def __repr__(self) -> str:
+        order = f", sorted by {self.sort_by}{' desc' if self.sort_desc else ''}" if self.sort_by else ""
+        where = "".join(f", {k} {v!r}" for k, v in (("search", self.search), ("where", self.where)) if v)
+        return f"SampleTable: {self.row_count} rows{order}{where}, {len(self.selected_ids)} selected"
 
     @traitlets.validate("selected_ids")
     def _check_selected(self, proposal):

@@ -93,6 +93,10 @@ class TokenStrip(RpcWidget):
     def _data_key(self) -> tuple:
         return tuple(self.metrics), self._run.data_key(self.sample_ids)
 
+    def __repr__(self) -> str:
+        ids = ", ".join(map(str, self.sample_ids[:5])) + (", ..." if len(self.sample_ids) > 5 else "")
+        return f"TokenStrip: samples [{ids}], coloured by {self.color_by} ({self.scale_scope} scale)"
+
     @traitlets.validate("color_by")
     def _check_color_by(self, proposal):
         value = proposal["value"]
