@@ -1303,8 +1303,8 @@ class Run:
                                  f"at step {int(first['step'])} -> {last[f'{out}_mean']:>9.4g} "
                                  f"(std {last[f'{out}_std']:.3g}) at step {int(last['step'])}")
         fields = self._token_fields()
-        lines.append("  token arrays: " + (", ".join(fields) if fields else
-                                           "none (sample-level log)" if n else "none (no samples)"))
+        lines.append("  token arrays: " + (", ".join(fields) + f" (token metrics: {', '.join(self.token_metrics)})"
+                                           if fields else "none (sample-level log)" if n else "none (no samples)"))
         probs = self._all_problems()
         lines.append("  problems: " + (problemsmod.summarize(probs) if probs else "none"))
         if self.skipped_lines:

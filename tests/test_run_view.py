@@ -577,3 +577,11 @@ def test_reprs_say_what_is_shown(view):
     assert repr(view.table).startswith(f"SampleTable: {view.table.row_count} rows, where 'step >= 1.0")
     assert repr(view.strip).startswith("TokenStrip: samples [") and "coloured by" in repr(view.strip)
     assert "steps=<unchanged>" in str(inspect.signature(view.filter))
+
+
+def test_bins_are_checked_before_the_logs_are_read(logs, cache_dir):
+    """RunView(bins=0) was made; its ValueError came only when the front end asked for the histograms."""
+    for bad, error in ((0, ValueError), (-3, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="bins must be"):
+            rw.RunView(logs, bins=bad, cache_dir=cache_dir, progress=False)
+    assert not any(cache_dir.rglob("*.parquet"))

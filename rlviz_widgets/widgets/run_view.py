@@ -12,7 +12,7 @@ import traitlets
 
 from .. import charts
 from .. import groups as groupsmod
-from ..run import Run, open_run
+from ..run import Run, _bin_count, open_run
 from ..runset import RunSet
 from .chart import ChartWidget
 from .sample_table import SampleTable
@@ -113,6 +113,7 @@ class RunView(W.VBox):
         reward bins of the heat map and histograms; ``follow``: look at the logs every ``follow_interval``
         seconds; ``open_run_options``: passed to ``open_run`` (``steps=`` there keeps only those steps in the
         run; ``filter(steps=...)`` brushes them in the view)."""
+        bins = _bin_count(bins)  # before the logs are read: bins=0 failed only when the front end asked for data
         if isinstance(source, Run):
             if open_run_options:
                 raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")
