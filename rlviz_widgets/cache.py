@@ -56,8 +56,9 @@ from .token_store import TOKEN_COLUMNS
 # that are not text reported; 25: a capped read's counts per step leave out lines whose step the bytes do not tell,
 # columns= takes no step from a file name's rank (or shard...) number; 26: prompt_idx names the group in any format;
 # 27: records past Python's parser limits kept when their line opens with a blank (and their repeated keys
-# reported), no NaN report for a custom integer past 1e308, no unnamed_field report for a record skipped
-CACHE_VERSION = 27
+# reported), no NaN report for a custom integer past 1e308, no unnamed_field report for a record skipped;
+# 28: NeMo-RL logs without token_loss_mask: the response found by its generation log-probs
+CACHE_VERSION = 28
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:

@@ -557,17 +557,30 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
     assert any(p[0] == 2 and p[2].startswith("generation_logprobs has") for p in got), got
 
 
-def test_a_nemo_dump_without_a_loss_mask_says_its_tokens_include_the_prompt(tmp_path, open_run):
-    """Without token_loss_mask the response cannot be told from the prompt: its tokens and logprobs include the
-    prompt's, which went unsaid (the step's logprob mean took in the prompt's zeros)."""
-    write_nemo(tmp_path / "nemo", steps=(1,), prompts=1, n=2)
+def test_a_nemo_dump_without_a_loss_mask_finds_the_response_by_its_logprobs(tmp_path, open_run):
+    """Older NeMo-RL logs no token_loss_mask (nor token_ids): every prompt position counted as a response token
+    (n_tokens 13 for 4, the logprob mean taking in the prompt's 0.0), with a problem on every line. NeMo writes
+    0.0 at each prompt position of generation_logprobs: the response starts at the first other value. With
+    neither a mask nor log-probs, the tokens include the prompt, and each such line says so."""
+    truth = write_nemo(tmp_path / "nemo", steps=(1,), prompts=1, n=2)
     f = tmp_path / "nemo" / "train_data_step1.jsonl"
     recs = [json.loads(x) for x in f.read_text().splitlines()]
-    del recs[1]["token_loss_mask"]
+    for r in recs:  # as the older versions write them
+        for k in ("token_loss_mask", "token_ids", "advantages", "sample_loss_mask"):
+            del r[k]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = open_run(tmp_path / "nemo")
+    assert run.problems.empty
+    s = run.samples.sort_values("line")
+    assert s.n_tokens.tolist() == [len(t["logprobs"]) for t in truth]
+    for sid, t in zip(s.sample_id, truth):
+        np.testing.assert_allclose(run.tokens(sid).logprob, t["logprobs"], rtol=1e-6)
+    recs[1] = {**json.loads(json.dumps(recs[1])), "token_ids": [[7] * recs[1]["input_lengths"][0]]}
+    del recs[1]["generation_logprobs"]
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     got = open_run(tmp_path / "nemo").problems[["line", "kind", "message"]].values.tolist()
-    assert got == [[2, "missing_field", "no token_loss_mask: the response tokens (and their logprobs, advantage) "
-                                        "include the prompt"]]
+    assert got == [[2, "missing_field", "no token_loss_mask: the response tokens (and their advantage) include the "
+                                        "prompt"]]
 
 
 def test_verl_dumps_of_the_same_steps_in_two_folders_are_reported(tmp_path, open_run):

@@ -5,11 +5,12 @@ Each line is a batch of one: every value is wrapped in a one-item list (``"rewar
 message texts of the sample (``[[prompt..., response]]``; some versions log only the response
 text), ``token_ids`` / ``token_loss_mask`` / ``advantages`` / ``generation_logprobs`` /
 ``prev_logprobs`` cover prompt and response, padded to the batch's longest sequence. The step is
-the file name's. Response tokens are those with ``token_loss_mask`` = 1 (without a mask: the first
-``input_lengths`` positions); ``logprobs`` are the generation log-probs, ``advantage`` is the
-mean advantage over the response tokens, and the group is the prompt's text within the step
-(NeMo repeats each prompt once per generation). ``prev_logprobs`` are not kept (they are the
-training policy's, not a reference model's).
+the file name's. Response tokens are those with ``token_loss_mask`` = 1 (without a mask, as older versions
+log: the first ``input_lengths`` positions from the first non-zero ``generation_logprobs``, NeMo writing 0.0 at
+the prompt's; a response whose first token's log-prob is exactly 0.0 loses that token); ``logprobs`` are the
+generation log-probs, ``advantage`` is the mean advantage over the response tokens, and the group is the
+prompt's text within the step (NeMo repeats each prompt once per generation). ``prev_logprobs`` are not kept
+(they are the training policy's, not a reference model's).
 """
 
 from __future__ import annotations
@@ -53,12 +54,18 @@ class NemoReader(RLBReader):
         if "reward" not in mapped:
             ex["reward"] = self._extra("rewards")
 
+        n = "(r.input_lengths->'$[0]')::BIGINT"
+        # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
+        # generation log-prob that is not 0.0, which NeMo writes at every prompt position
+        start = (f"coalesce(list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), "
+                 f"lambda x: x <> 0), true), 1)")
+
         def response_only(expr: str) -> str:
             """The response positions of a padded prompt+response row."""
             return (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_where({expr}[1], "
                     f"list_transform(r.token_loss_mask[1], lambda m: coalesce(m > 0, false))) "
                     f"WHEN json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') "
-                    f"THEN list_slice({expr}[1], 1, (r.input_lengths->'$[0]')::BIGINT) ELSE {expr}[1] END")
+                    f"THEN list_slice({expr}[1], {start}, {n}) ELSE {expr}[1] END")
 
         if "tokens" not in mapped:
             ex["tokens"] = response_only("r.token_ids")
@@ -110,10 +117,11 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
                    f"THEN 'wrong_type|{k} is not a batch of one (a one-item list): read as it is' "
                    f"WHEN json_array_length({v}) > 1 THEN 'wrong_type|{k} holds ' || json_array_length({v}) || "
                    f"' values, not one: the first is read' END")
-    # without a mask, the response cannot be told from the prompt: its tokens are the unpadded row, prompt included
-    out.append("CASE WHEN r.token_loss_mask IS NULL AND coalesce(len(r.token_ids), len(r.generation_logprobs), "
+    # without a mask or generation log-probs, the response cannot be told from the prompt: its tokens are the
+    # unpadded row, prompt included
+    out.append("CASE WHEN r.token_loss_mask IS NULL AND r.generation_logprobs IS NULL AND coalesce(len(r.token_ids), "
                "len(r.advantages)) IS NOT NULL THEN 'missing_field|no "
-               "token_loss_mask: the response tokens (and their logprobs, advantage) include the prompt' END")
+               "token_loss_mask: the response tokens (and their advantage) include the prompt' END")
     for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
         v = f"r.{k}"
         out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) = 0 OR {v}[1] IS NULL) "
