@@ -690,6 +690,8 @@ class Run:
         out = []
         for st in self._states.values():
             for key, line in st.columns:
+                if key in self._reader.own_renames:
+                    continue
                 plain = plain_column(key)
                 if names[key] != extra_column(key):
                     why = "its plain name is, or was, another field's"

@@ -632,3 +632,18 @@ def test_nemo_messages_that_are_not_text_are_reported(tmp_path, cache_dir):
     s = run.samples.set_index("line")
     assert s.loc[2, "response"] == "5" and s.loc[3, "response"] == "fine"
     assert s.loc[4, "response"] == "only the response"
+
+
+def test_a_verl_validation_dump_reads_without_a_word(tmp_path, open_run):
+    """verl's validation dumps repeat the score as a reward-extra key "reward": every file got a renamed_field
+    problem, and every open a LogWarning, for a dump as verl writes it. The key is kept as the column reward_."""
+    recs = write_verl(tmp_path / "validation", steps=(10,), prompts=1, n=2)
+    f = tmp_path / "validation" / "10.jsonl"
+    f.write_text("".join(json.dumps(dict(r, reward=r["score"])) + "\n" for r in recs))
+    run = open_run(tmp_path / "validation")
+    assert run.problems.empty and run.format == "verl"
+    s = run.samples.sort_values("line")
+    assert s.reward.tolist() == s.reward_.tolist() == [r["score"] for r in recs]
+    f.write_text("".join(json.dumps(dict(r, reward=r["score"], response="x")) + "\n" for r in recs))
+    p = open_run(tmp_path / "validation").problems  # other renames still said
+    assert p.kind.tolist() == ["renamed_field"] and "field 'response' is kept as column response_" in p.message[0]

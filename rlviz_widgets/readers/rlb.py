@@ -139,6 +139,8 @@ class RLBReader:
     text_steps = False  # whether the format writes steps as strings ("12": read, not reported)
     token_ids = False  # whether the format logs token ids (spelled with ``tokenizer``), not token strings
     tokens_required = False  # whether the response is read from the tokens (a record without them is reported)
+    own_renames: frozenset[str] = frozenset()  # fields the format writes beside a common column of that name: the
+    # custom column they get (``reward_``) is no news to report
 
     def __init__(self, columns: dict[str, str] | None = None, tokenizer=None):
         self.columns = normalize_columns(columns)
