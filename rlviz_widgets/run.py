@@ -683,6 +683,10 @@ class Run:
         """The optional common columns some record of the run has."""
         return [c for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self._states.values())]
 
+    def _own_renames(self) -> frozenset[str]:
+        """Fields the format writes beside a common column of their name (``RLBReader.own_renames``)."""
+        return self._reader.own_renames
+
     def _renamed(self, names: dict[str, str] | None = None) -> list[Problem]:
         """A custom field whose column is not its cleaned name (a column of the run's own, or another field, has
         that): where it first is."""
@@ -690,7 +694,7 @@ class Run:
         out = []
         for st in self._states.values():
             for key, line in st.columns:
-                if key in self._reader.own_renames:
+                if key in self._own_renames():
                     continue
                 plain = plain_column(key)
                 if names[key] != extra_column(key):

@@ -89,6 +89,9 @@ class RunSet(Run):
         self._token_sources = [r._token_source() for r in self._token_runs]
         self._extras()  # custom fields named over every run's keys at once, before any run's SQL asks
 
+    def _own_renames(self) -> frozenset[str]:
+        return frozenset().union(*(r._own_renames() for r in self.runs.values()))
+
     def refresh(self) -> bool:
         """Every run reads what is new; True if anything changed. A run whose refresh fails (a disk full, a
         cache dir gone read-only) does not keep the others from theirs: its error is raised once the set shows
