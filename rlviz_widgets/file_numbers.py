@@ -17,8 +17,9 @@ from pathlib import Path
 
 def assign(root: Path, paths: Iterable[str], held: dict[str, int] | None = None) -> dict[str, int]:
     """The number of each path, giving new paths the next free numbers (sorted order among them). ``held``: the
-    numbers a live run already gave its files, kept where the registry lost them (the cache dir deleted under
-    it): its sample ids would otherwise name other samples."""
+    numbers a live run already gave its files, written back where the registry lost them (the cache dir deleted
+    under it) and no other path took them since; new paths are numbered past them too (``keeping`` settles the
+    rest)."""
     paths = list(paths)
     registry = root / "file_numbers.json"
     known = _read(registry)
@@ -36,7 +37,7 @@ def assign(root: Path, paths: Iterable[str], held: dict[str, int] | None = None)
                 restored = True
         new = [p for p in sorted(set(paths)) if p not in known]
         if new or restored:
-            nxt = max(known.values(), default=-1) + 1
+            nxt = max([*known.values(), *(held or {}).values()], default=-1) + 1
             for k, p in enumerate(new):
                 known[p] = nxt + k
             fd, tmp = tempfile.mkstemp(dir=root, suffix=".tmp")
@@ -44,6 +45,21 @@ def assign(root: Path, paths: Iterable[str], held: dict[str, int] | None = None)
                 json.dump(known, f)
             os.replace(tmp, registry)
         return {p: known[p] for p in paths}
+
+
+def keeping(held: dict[str, int], given: dict[str, int]) -> dict[str, int]:
+    """A live run's numbers after ``assign`` gave ``given``: its own kept whatever the registry says now (its
+    sample ids must go on naming the same samples), a new path taking the registry's number unless the run
+    holds that number already (the registry rebuilt by another kernel meanwhile), else one past all."""
+    out = dict(held)
+    taken = set(out.values())
+    for p, n in given.items():
+        if p not in out:
+            if n in taken:
+                n = max(taken | set(given.values())) + 1
+            out[p] = n
+            taken.add(n)
+    return out
 
 
 def _read(registry: Path) -> dict[str, int]:

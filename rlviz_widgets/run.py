@@ -418,7 +418,8 @@ class Run:
         self._check_cache_location(files)
         if any(str(f) not in self._file_no for f in files):  # numbers of known files never change
             with self._writable_cache():
-                self._file_no.update(file_numbers.assign(self.cache_root, [str(f) for f in files], self._file_no))
+                given = file_numbers.assign(self.cache_root, [str(f) for f in files], self._file_no)
+            self._file_no = file_numbers.keeping(self._file_no, given)
         caches = [self._cache_for(f) for f in files]
         # every file's cache is locked from its first look until the views read it and their lease names it (the
         # end of the refresh): prune_cache in another process must not take a folder in between (it takes only

@@ -587,6 +587,14 @@ def test_a_live_runs_sample_ids_survive_its_cache_dir_deleted(tmp_path):
     assert {i: after[i] for i in before} == before and sorted(after.values()) == ["from a"] * 2 + ["from b"] * 2
     again = rlviz_widgets.open_run(logs, cache_dir=cache, progress=False)  # the registry has them back
     assert dict(zip(again.samples.sample_id, again.samples.prompt)) == after
+    # deleted again, and another kernel numbers the files afresh (a before b) before the run sees a new file:
+    # the run's numbers still win in the run (the registry's would swap a's and b's ids)
+    shutil.rmtree(cache)
+    rlviz_widgets.open_run(logs, cache_dir=cache, progress=False).close()
+    write_lines(logs / "c.jsonl", [dict(r, prompt="from c") for r in records(0, 1, seed=6)])
+    assert run.refresh()
+    now = dict(zip(run.samples.sample_id, run.samples.prompt))
+    assert {i: now[i] for i in after} == after and sorted(now.values()).count("from c") == 1
 
 
 def test_default_cache_dir_comes_from_the_environment(synth_logs, tmp_path, monkeypatch):
