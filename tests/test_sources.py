@@ -271,6 +271,11 @@ def test_a_compressed_or_parquet_file_named_as_a_log_is_said_not_read_as_text(tm
     pd.DataFrame({"step": [3, 3], "prompt": ["p", "p"], "completion": ["a", "b"], "reward": [1.0, 0.0]}).to_parquet(trl)
     run = open_run(trl)
     assert run.format == "trl" and run.samples["response"].tolist() == ["a", "b"]
+    assert open_run(str(trl.parent / "*.parquet")).format == "trl"
+    # such a Parquet file (a dataset) in a folder of logs is none of them: the folder's logs decide
+    trl.rename(logs / "sft_data.parquet")
+    run = open_run(logs)
+    assert run.format == "rlb" and len(run.samples) == 2
 
 
 def test_a_dangling_link_or_a_pipe_among_the_logs_is_said(tmp_path, open_run):

@@ -11,7 +11,9 @@ readable at all (empty or broken files): the RL Logging Board reader, which repo
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import re
 from pathlib import Path
 
@@ -96,25 +98,42 @@ def first_record(path: Path) -> dict | None:
     return first
 
 
+def _named_files(source) -> set[Path]:
+    """The files the user named by their path or a glob (not those found in a folder named)."""
+    out = set()
+    for item in source if isinstance(source, (list, tuple)) else [source]:
+        path = Path(os.fspath(item)).expanduser()
+        if path.is_file():
+            out.add(path.resolve())
+        elif not path.is_dir() and glob.has_magic(str(path)):
+            out |= {Path(p).resolve() for p in glob.glob(str(path), recursive=True)}
+    return out
+
+
 def detect(source, columns: dict | None = None) -> str:
     """The reader name for ``source`` (see the module docstring)."""
     files = resolve(source, SUFFIXES)
+    named = _named_files(source)
     votes: dict[str, list[Path]] = {}
     unknown: list[tuple[Path, list[str]]] = []
     names: dict[str, list[Path]] = {}
     sampled = 0
     classes: set[str | None] = set()  # the name rules matched so far (None: no rule)
     for path in files:
-        named = by_name(path)
-        if path.suffix == ".parquet" and named != "trl" and by_fields(first_record(path) or {}) != "trl":
-            continue  # other Parquet files are no logs of ours (TRL's columns under another name are)
-        if sampled >= MAX_FILES and named in classes:
+        named_as = by_name(path)
+        rec = None
+        if path.suffix == ".parquet" and named_as != "trl":
+            # other Parquet files are no logs of ours (a dataset beside the logs), unless named by the user with
+            # TRL's columns
+            if path not in named or by_fields(rec := first_record(path) or {}) != "trl":
+                continue
+        if sampled >= MAX_FILES and named_as in classes:
             continue  # past the sample, only a file named as no file before was (another format's) is read
-        if named:
-            names.setdefault(named, []).append(path)
-        classes.add(named)
+        if named_as:
+            names.setdefault(named_as, []).append(path)
+        classes.add(named_as)
         sampled += 1
-        rec = first_record(path)
+        rec = rec or first_record(path)
         if rec is None:
             continue
         fmt = by_fields(rec)
