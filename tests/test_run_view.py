@@ -79,6 +79,8 @@ def test_a_where_the_samples_cannot_take_is_refused_and_the_filters_stay(view):
     with pytest.raises(traitlets.TraitError, match="kl_men"):
         view.where = "kl_men > 0.1"
     assert view.where == "kl_mean > 0" and view.filtered.equals(before)
+    view.filter(where="kl_mean > 0 -- a comment ends the where")  # it swallowed the view's closing parenthesis
+    assert view.filtered.equals(before) and not view.table.error
 
 
 def test_a_where_filter_may_ask_the_tokens_view(view):

@@ -181,7 +181,7 @@ class RunView(W.VBox):
     def __repr__(self) -> str:
         shown = [f"{k}={v!r}" for k, v in (("steps", self.steps), ("reward", self.reward), ("search", self.search),
                                             ("where", self.where)) if v]
-        head = self.run.summary().splitlines()[0] if isinstance(self.run, Run) else repr(self.run).splitlines()[0]
+        head = self.run.summary().splitlines()[0]
         return (f"RunView of {head}\n  filters: {', '.join(shown) or 'none'}; {len(self.selected_ids)} selected")
 
     def filter(self, steps=_UNSET, reward=_UNSET, search: str | None = None, where: str | None = None) -> RunView:
@@ -219,7 +219,7 @@ class RunView(W.VBox):
                 if hi is not None:
                     conds.append(f"{col} <= {hi!r}::DOUBLE" if math.isfinite(hi) else "false")  # only -inf left
         if self.where.strip():
-            conds.append(f"({self.where})")
+            conds.append(f"({self.where}\n)")  # a where ending in a -- comment must not swallow the ")"
         return " AND ".join(conds)
 
     # -- lazily computed frames -----------------------------------------------------------------
