@@ -58,8 +58,9 @@ def _main(argv: list[str] | None = None) -> int:
     for src in sources:
         t = time.perf_counter()
         try:
-            with warnings.catch_warnings():  # the summary below says the same, once
-                warnings.simplefilter("ignore", LogWarning)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                warnings.simplefilter("ignore", LogWarning)  # the summary below says the same, once
                 run = open_run(src, format=args.format, cache_dir=args.cache_dir, pad_token=args.pad_token,
                                system_prompt_end=args.system_prompt_end,
                                max_samples_per_step=args.max_samples_per_step, steps=args.steps)
@@ -67,6 +68,8 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"{ap.prog}: error: {e}", file=sys.stderr)
             return 2
         print(f"== {src}  (opened in {time.perf_counter() - t:.2f}s)")
+        for w in said:  # an option that kept nothing: said here in our words, not at runpy's line
+            print(f"{ap.prog}: warning: {w.message}", file=sys.stderr)
         print(run.summary())
         steps = run.steps
         if len(steps):
@@ -77,7 +80,7 @@ def _main(argv: list[str] | None = None) -> int:
             empty.append(src)
         print()
     for src in empty:  # a file that is no JSON lines, say: not a success
-        print(f"{ap.prog}: no samples read from {src} (see its problems above)", file=sys.stderr)
+        print(f"{ap.prog}: no samples read from {src} (see its problems, or the warnings, above)", file=sys.stderr)
     return 1 if empty else 0
 
 

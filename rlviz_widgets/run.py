@@ -548,28 +548,38 @@ class Run:
     def _check_options(self) -> None:
         """An OptionWarning for an option that kept nothing or changed nothing: it looked like a log without
         samples, or a prompt without a system prompt (a marker misspelt)."""
+        n = self.n_samples if self._states else 0
+        parts = self._parts()
         lo, hi = self.step_range
-        if (lo is not None or hi is not None) and self._states and not self.n_samples:
-            skipped = f" ({self.skipped_lines} lines of other steps skipped)" if self.skipped_lines else ""
-            problemsmod.warn_option(f"steps=({lo}, {hi}) keeps no sample of these logs{skipped}")
+        if (lo is not None or hi is not None) and self._states and not n:
+            # only where the logs hold samples (an empty log, or a followed run before its first lines, is no news)
+            held, first, last = self._execute(f"SELECT count(*), min(step), max(step) FROM "
+                                              f"({self._samples_sql(parts)})").fetchall()[0] if parts else (0, 0, 0)
+            if held or self.skipped_lines:
+                span = f"; their steps run {first}..{last}" if held else ""
+                problemsmod.warn_option(f"steps=({lo}, {hi}) keeps no sample of these logs ({held + self.skipped_lines}"
+                                        f" samples of other steps{span})")
         mapped = getattr(self._reader, "columns", {})  # columns=: common name -> the logs' field
         if mapped and self._states:
-            n = self.n_samples
             cols = [c for c in mapped if c in self.columns and c not in ("sample_id", "line")]
             listed = ", ".join('count("' + c.replace('"', '""') + '")' for c in cols)
             counts = self._execute(f"SELECT {listed} FROM _samples_raw").fetchall()[0] if cols and n else []
-            for c in [c for c, k in zip(cols, counts) if not k] + (["step"] if "step" in mapped and not n else []):
+            empty = [c for c, k in zip(cols, counts) if not k]
+            if "step" in mapped and not n and any(p.kind == "missing_step" for p in self._all_problems()):
+                empty.append("step")  # every record skipped for want of it (not kept out by a step range)
+            for c in empty:
                 problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, which no record holds a value of: "
                                         + ("every record was skipped" if c == "step" else f"{c} is empty")
                                         + " (a misspelt field?)")
-        parts = self._parts()
         if self.system_prompt_end and parts:
-            marker = _lit(self.system_prompt_end)
-            n, found = self._execute(f"SELECT count(s.prompt), count(*) FILTER (WHERE contains(s.prompt, {marker})) "
-                                     f"FROM {self._source_sql(parts, None, [])} s").fetchall()[0]
-            if n and not found:
-                problemsmod.warn_option(f"system_prompt_end={self.system_prompt_end!r} occurs in none of the "
-                                        f"{n} prompts: they are kept whole")
+            src = f"{self._source_sql(parts, None, [])} s"
+            # the first prompt holding the marker ends the scan: only a marker no prompt holds reads them all
+            if not self._execute(f"SELECT 1 FROM {src} WHERE contains(s.prompt, {_lit(self.system_prompt_end)}) "
+                                 "LIMIT 1").fetchall():
+                prompts = self._execute(f"SELECT count(s.prompt) FROM {src}").fetchall()[0][0]
+                if prompts:
+                    problemsmod.warn_option(f"system_prompt_end={self.system_prompt_end!r} occurs in none of the "
+                                            f"{prompts} prompts: they are kept whole")
 
     def _cache_for(self, path: Path) -> cachemod.FileCache:
         """A file's cache: the full one (every line read), or with a cap or a step range, one of the lines they may

@@ -68,6 +68,11 @@ def test_no_samples_is_exit_1_and_odd_flags_are_said(tmp_path):
     out = subprocess.run(base + [str(notes)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and "0 samples" in out.stdout and "malformed json" in out.stdout
     assert f"no samples read from {notes}" in out.stderr
+    poem = str(ROOT / "rlviz_widgets" / "data" / "rlb_eval_poem_task.jsonl")
+    out = subprocess.run(base + [poem, "--steps", "5000:6000"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and out.stderr.splitlines()[0] == (  # in our words, not at <frozen runpy>'s line
+        "python -m rlviz_widgets: warning: steps=(5000, 6000) keeps no sample of these logs (3000 samples of other "
+        "steps)")
     out = subprocess.run(base + ["--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "--dry-run goes with --prune-cache" in out.stderr and "==" not in out.stdout
     log = tmp_path / "logs" / "r.jsonl"

@@ -650,15 +650,26 @@ def test_an_option_that_keeps_nothing_or_changes_nothing_is_said(tmp_path):
     folder = _write_records(tmp_path / "logs", [{"step": s, "prompt": f"sys<|end|>q{s}", "response": "r",
                                                   "reward": 1.0} for s in (0, 1)])
 
-    def said(**options) -> list[str]:
+    def said(logs=folder, cache="cache", **options) -> list[str]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            run = rlviz_widgets.open_run(folder, cache_dir=tmp_path / "cache", progress=False, **options)
+            run = rlviz_widgets.open_run(logs, cache_dir=tmp_path / cache, progress=False, **options)
             run.refresh()
         assert all(w.filename == __file__ for w in caught)
         return [str(w.message) for w in caught if issubclass(w.category, rlviz_widgets.OptionWarning)]
 
-    assert said(steps=(5, 9)) == ["steps=(5, 9) keeps no sample of these logs (2 lines of other steps skipped)"]
+    assert said(steps=(5, 9)) == ["steps=(5, 9) keeps no sample of these logs (2 samples of other steps)"]
+    assert said(cache="full") == []  # a cache of every line: the steps it holds are known
+    assert said(cache="full", steps=(5, None)) == [
+        "steps=(5, None) keeps no sample of these logs (2 samples of other steps; their steps run 0..1)"]
+    empty = tmp_path / "empty" / "r.jsonl"
+    empty.parent.mkdir()
+    empty.write_text("")
+    assert said(empty, steps=(5, 9)) == []  # the log is empty, not the range wrong (a run followed from its start)
+    renamed = _write_records(tmp_path / "it", [{"iteration": s, "prompt": "p", "response": "r", "reward": 1.0}
+                                               for s in (0, 1)])
+    assert said(renamed, columns={"step": "iteration"}, steps=(5, 9)) == [  # the range, not the mapping
+        "steps=(5, 9) keeps no sample of these logs (2 samples of other steps)"]
     assert said(system_prompt_end="<|eot|>") == [
         "system_prompt_end='<|eot|>' occurs in none of the 2 prompts: they are kept whole"]
     assert said(system_prompt_end="<|end|>", steps=(1, 9)) == [] and said() == []
