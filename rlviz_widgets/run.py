@@ -1119,9 +1119,7 @@ class Run:
         """``sample_ids`` as a list; a KeyError naming those that are no samples of this run."""
         ids = _id_list(sample_ids)
         if ids:
-            listed = ", ".join(str(i) for i in dict.fromkeys(ids))
-            query = f"SELECT sample_id FROM _nums WHERE sample_id IN ({listed})"
-            held = {i for (i,) in self._execute(query).fetchall()}
+            held = self._held(ids)
             missing = [i for i in dict.fromkeys(ids) if i not in held]
             if missing:
                 more = len(missing) - 10
@@ -1178,9 +1176,14 @@ class Run:
         leave samples in the cache parts that the run does not hold (ids of them may come from another Run)."""
         if not ids or not self._leaves_samples_out():
             return ids  # every sample of the parts is the run's (ids of other files find no part)
-        listed = ", ".join(str(i) for i in dict.fromkeys(ids))
-        held = {i for (i,) in self._execute(f"SELECT sample_id FROM _nums WHERE sample_id IN ({listed})").fetchall()}
+        held = self._held(ids)
         return [i for i in ids if i in held]
+
+    def _held(self, ids: list[int]) -> set[int]:
+        """Those of ``ids`` that are samples of this run (as one list parameter: 80k ids written into the SQL
+        text took a second to parse)."""
+        query = "SELECT sample_id FROM _nums WHERE sample_id IN (SELECT unnest(?::BIGINT[]))"
+        return {i for (i,) in self._execute(query, [list(dict.fromkeys(ids))]).fetchall()}
 
     def data_key(self, sample_ids: Iterable[int]) -> tuple:
         """What these samples' records depend on: which of them the run holds (a cap or step range may let one
