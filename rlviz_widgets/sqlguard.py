@@ -77,6 +77,8 @@ def condition(con: duckdb.DuckDBPyConnection, where: str, relation: str | None =
         raise ValueError(f"where= is not a SQL condition: {where!r} ({str(e).splitlines()[0]})") from None
     if len(statements) != 1 or statements[0].type.name != "SELECT":
         raise ValueError(f"where= must be one SQL condition, not statements: {where!r}")
+    if not _balanced(where):  # "false) OR (true" parses, wrapped, as two: it would undo the conditions before it
+        raise ValueError(f"where= must be one SQL condition, its parentheses balanced: {where!r}")
     if _LOGGING.search(_without_comments(where)):
         raise ValueError(f"where= cannot turn on DuckDB's logging: {where!r}")
     if relation is not None:
@@ -124,6 +126,28 @@ def _without_comments(sql: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def _balanced(sql: str) -> bool:
+    """Whether the parentheses of ``sql`` (outside comments, strings and quoted names) close in order."""
+    depth, i, text = 0, 0, _without_comments(sql)
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c in "'\"":  # to its closing quote (a doubled quote stays inside)
+            j = i + 1
+            while j < n and not (text[j] == c and text[j + 1:j + 2] != c):
+                j += 2 if text[j] == c else 1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        i += 1
+    return depth == 0
 
 
 def _explained(statement: str) -> str:

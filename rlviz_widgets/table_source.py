@@ -152,6 +152,15 @@ class TableSource:
             self._where_checked = (where, sqlguard.condition(self.con, where, self.full))
         return self._where_checked[1]
 
+    def check(self, where: str) -> None:
+        """A ValueError unless ``where`` is a condition over these rows that runs: one that binds may still fail
+        on the data (``reward > 'a'``), and failed on every page after."""
+        self.condition(where)
+        try:
+            self.count("", where)
+        except duckdb.Error as e:
+            raise ValueError(f"where= fails on the samples: {where!r} ({str(e).splitlines()[0]})") from None
+
     def _filtered(self, search: str, where: str) -> str:
         """A relation of the sample_ids passing search and where (cached while they stay the same)."""
         key = (_needle(search), self.condition(where))

@@ -790,6 +790,9 @@ def test_a_where_binds_as_a_whole_and_is_one_condition(tmp_path, open_run):
     assert table.where == "" and not table.error and table.row_count == 6
     with pytest.raises(ValueError, match="not a SQL condition"):
         run.histograms(["reward"], where="reward >")
+    for call in (lambda w: run.histograms(["reward"], where=w), lambda w: run.reward_histogram(where=w)):
+        with pytest.raises(ValueError, match="parentheses balanced"):  # wrapped, it undid isfinite(reward) AND
+            call("false) OR (true")
     assert sorted(p.name for p in logs.iterdir()) == ["r.jsonl"]
 
 

@@ -68,10 +68,11 @@ def test_infinite_or_nan_range_ends_and_odd_pages(view):
 
 def test_a_where_the_samples_cannot_take_is_refused_and_the_filters_stay(view):
     """``view.filter(where="kl_men > 0.1")`` returned as if it worked: the where was kept, the table showed
-    DuckDB's BinderException, and view.filtered and view.selected_tokens raised it from then on."""
+    DuckDB's BinderException, and view.filtered and view.selected_tokens raised it from then on. A where that binds
+    but fails on the data (``reward > 'a'``) did the same; ``false) or (true`` undid the step range before it."""
     view.filter(steps=(1, None), where="kl_mean > 0")
     before = view.filtered
-    for bad in ("kl_men > 0.1", "kl_mean >", 5):
+    for bad in ("kl_men > 0.1", "kl_mean >", 5, "false) or (true", "reward > 'a'"):
         with pytest.raises((ValueError, TypeError), match="where="):
             view.filter(steps=(3, None), where=bad)
         assert view.steps == (1.0, None) and view.where == "kl_mean > 0"  # nothing moved

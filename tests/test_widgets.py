@@ -124,8 +124,9 @@ def test_errors_are_shown_not_swallowed(run):
     content, _ = call(strip, "not_a_method")
     assert content["ok"] is False and "unknown request" in strip.error
     table = rw.SampleTable(run)
-    table.where = "CAST(prompt AS INTEGER) > 1"  # an error running it (it binds) lands in the widget's error line
-    assert "Conversion Error" in table.error
+    with pytest.raises(traitlets.TraitError, match="where= fails on the samples: .*Conversion Error"):
+        table.where = "CAST(prompt AS INTEGER) > 1"  # it binds, and fails on the data: it broke every page after
+    assert table.where == "" and not table.error and table.row_count == len(run.samples)
 
 
 def test_sample_table_pages_sort_search_select(run):

@@ -191,7 +191,7 @@ class RunView(W.VBox):
         Moves the brushes and the table, exactly as the mouse would.
         """
         if where is not None:
-            self.table._source.condition(where)  # a ValueError before anything moves
+            self.table._source.check(where)  # a ValueError before anything moves
         with self.hold_trait_notifications():
             if steps is not _UNSET:
                 self.steps = _range(steps, "steps")
@@ -261,7 +261,7 @@ class RunView(W.VBox):
     def _check_where(self, proposal):
         """A condition the samples cannot take is refused, the old one kept (it was kept, and broke ``filtered``)."""
         try:
-            self.table._source.condition(proposal["value"])
+            self.table._source.check(proposal["value"])
         except (TypeError, ValueError) as e:
             raise traitlets.TraitError(str(e)) from None
         return proposal["value"]

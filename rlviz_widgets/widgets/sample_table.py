@@ -122,7 +122,7 @@ class SampleTable(RpcWidget):
     @traitlets.validate("where")
     def _check_where(self, proposal):
         try:  # refused at once, the old one kept: it failed on every page after (the error line said why)
-            self._source.condition(proposal["value"])
+            self._source.check(proposal["value"])
         except (TypeError, ValueError) as e:
             raise traitlets.TraitError(str(e)) from None
         return proposal["value"]
