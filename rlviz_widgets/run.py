@@ -1183,7 +1183,8 @@ class Run:
         """Those of ``ids`` that are samples of this run (as one list parameter: 80k ids written into the SQL
         text took a second to parse)."""
         query = "SELECT sample_id FROM _nums WHERE sample_id IN (SELECT unnest(?::BIGINT[]))"
-        return {i for (i,) in self._execute(query, [list(dict.fromkeys(ids))]).fetchall()}
+        wanted = [i for i in dict.fromkeys(ids) if -2**63 <= i < 2**63]  # others are no id (nor a BIGINT)
+        return {i for (i,) in self._execute(query, [wanted]).fetchall()}
 
     def data_key(self, sample_ids: Iterable[int]) -> tuple:
         """What these samples' records depend on: which of them the run holds (a cap or step range may let one

@@ -60,8 +60,12 @@ class RunSet(Run):
 
     @classmethod
     def open(cls, sources: dict, **options) -> RunSet:
-        """Open each source with the same ``open_run`` options."""
-        return cls({str(name): open_run(src, **options) for name, src in sources.items()})
+        """Open each source with the same ``open_run`` options (a ``Run`` already open is taken as it is, and then
+        no options may be given: they would apply to some runs only)."""
+        if options and any(isinstance(src, Run) for src in sources.values()):
+            raise TypeError("open_run options apply to the logs a RunSet opens itself, not to a Run already open")
+        return cls({str(name): src if isinstance(src, Run) else open_run(src, **options)
+                    for name, src in sources.items()})
 
     def _merge(self) -> None:
         # new dicts, swapped in whole: a query in another thread never reads them half made

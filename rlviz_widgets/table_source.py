@@ -103,7 +103,7 @@ class TableSource:
         con.execute(f"CREATE VIEW samples AS SELECT * {f'EXCLUDE ({_q(row)}) ' if keyed else ''}FROM _frame_rows")
         nums = [c for c, t in con.execute("SELECT column_name, column_type FROM (DESCRIBE samples)").fetchall()
                 if _NUMBER_TYPE.fullmatch(t) and c != row]
-        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join(_q(c) for c in nums)}, {_q(row)} FROM _frame_rows")
+        con.execute(f"CREATE VIEW _nums AS SELECT {', '.join([*map(_q, nums), _q(row)])} FROM _frame_rows")
         con.execute("SET lock_configuration = true")  # as a run's: a filter cannot turn on logging to a file
         return cls(con.cursor, "samples", "_nums", natural_order=_q(row), hidden_id=None if keyed else row)
 

@@ -220,3 +220,13 @@ def test_runs_of_different_cache_dirs_are_refused_at_once(tmp_path):
     with pytest.raises(ValueError, match="use different cache dirs .*open them with the same cache_dir"):
         RunSet({"a": a, "b": b})
 
+
+
+def test_a_view_of_a_dict_of_runs_already_open(two, cache_dir):
+    """The README says RunView takes "a Run already open, or a dict of them": a dict of open Runs was refused
+    ("a log source is a folder, a file or a glob")."""
+    runs = {name: rw.open_run(src, cache_dir=cache_dir, progress=False) for name, src in two.items()}
+    view = rw.RunView(runs)
+    assert set(view.run.runs) == set(two) and set(view.run.samples.run) == set(two)
+    with pytest.raises(TypeError, match="not to a Run already open"):
+        rw.RunView(runs, cache_dir=cache_dir)
