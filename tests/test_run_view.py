@@ -588,3 +588,22 @@ def test_bins_are_checked_before_the_logs_are_read(logs, cache_dir):
         with pytest.raises(error, match="bins must be"):
             rw.RunView(logs, bins=bad, cache_dir=cache_dir, progress=False)
     assert not any(cache_dir.rglob("*.parquet"))
+
+
+def test_a_followed_views_strip_says_when_its_sample_is_gone(tmp_path, cache_dir):
+    """The followed file rewritten shorter took the picked sample: the detail emptied, but the view's token strip
+    kept the id and drew nothing, without a word (a TokenStrip given that id says it is not in the run)."""
+    def rec(step, i):
+        return {"step": step, "prompt": f"p{i}", "response": f"r{i}", "reward": float(i), "response_tokens": ["a"],
+                "logprobs": [-0.1], "ref_logprobs": [-0.2]}
+
+    log = tmp_path / "logs" / "r0.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps(rec(0, i)) + "\n" for i in range(5)))
+    view = rw.RunView(log.parent, cache_dir=cache_dir, progress=False)
+    gone = int(view.run.samples.sample_id.iloc[-1])
+    view.selected_ids = [gone]
+    assert view.strip.sample_ids == [gone] and not view.strip.error
+    log.write_text(json.dumps(rec(1, 0)) + "\n")
+    assert view.poll()
+    assert view.strip.error.startswith(f"sample_ids: not samples of this run: {gone} ")

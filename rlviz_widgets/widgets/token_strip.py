@@ -89,6 +89,7 @@ class TokenStrip(RpcWidget):
         if shown != self._shown or self.scale_scope != "sample":
             self._shown = shown
             self.refresh_view()
+            self._say_unknown_ids()  # a rewritten file may have taken a sample shown
 
     def _data_key(self) -> tuple:
         return tuple(self.metrics), self._run.data_key(self.sample_ids)
@@ -117,7 +118,12 @@ class TokenStrip(RpcWidget):
         self.pinned = None
         self._shown = self._data_key()
         self.refresh_view()
-        try:  # the others are drawn; these are said (they showed nothing, in silence)
+        self._say_unknown_ids()
+
+    def _say_unknown_ids(self) -> None:
+        """The error line names the ids the run does not hold (they showed nothing, in silence); the others are
+        drawn."""
+        try:
             self._run.check_ids(self.sample_ids)
             if self.error.startswith(UNKNOWN_IDS):
                 self.error = ""
