@@ -607,3 +607,15 @@ def test_a_followed_views_strip_says_when_its_sample_is_gone(tmp_path, cache_dir
     log.write_text(json.dumps(rec(1, 0)) + "\n")
     assert view.poll()
     assert view.strip.error.startswith(f"sample_ids: not samples of this run: {gone} ")
+
+
+def test_a_malformed_brush_is_said_and_the_filters_stay(view):
+    """A brush the front end sent malformed ([None, None], text, not a dict) raised out of the chart's observer
+    with nothing in its error line, the chart's selection and the view's steps then disagreeing."""
+    view.chart.selections = {"steps_brush": {"step": [1, 2]}}
+    assert view.steps == (1.0, 2.0)
+    for bad in ({"step": [None, None]}, {"step": ["a", 2]}, "garbage", {"step": [float("nan"), 3]}):
+        view.chart.selections = {"steps_brush": bad}
+        assert view.steps == (1.0, 2.0) and view.chart.error.startswith("brush: ")
+    view.chart.selections = {"steps_brush": {"step": [2, 3]}}
+    assert view.steps == (2.0, 3.0) and view.chart.error == ""

@@ -306,6 +306,10 @@ class RunView(W.VBox):
                     self.steps = self.chart.interval(charts.STEPS_BRUSH, "step")
                 if old.get(charts.REWARD_BRUSH) != new.get(charts.REWARD_BRUSH):
                     self.reward = self.chart.interval(charts.REWARD_BRUSH, "bin_start")
+            if self.chart.error.startswith("brush:"):
+                self.chart.error = ""
+        except (TypeError, ValueError, AttributeError, traitlets.TraitError) as e:
+            self.chart._show_error("brush", e)  # a brush the front end sent malformed: said, the filters as they were
         finally:
             self._syncing = False
 
