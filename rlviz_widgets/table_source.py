@@ -312,7 +312,7 @@ def _jsonable(v):
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and v in (float("inf"), float("-inf")):
-        return None
+        return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinity; the table shows it as ∞ (not as missing)
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
         return str(v)  # a JavaScript number would round it: its digits, shown as they are
     return v if isinstance(v, (int, float, bool)) else str(v)

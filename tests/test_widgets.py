@@ -200,6 +200,10 @@ def test_sample_table_over_frames_of_any_column_types(tmp_path):
     lists = rw.SampleTable(pd.DataFrame({"tags": [["good", "long"], ["bad"]], "score": [1.0, 2.0]}))
     lists.search = "good"  # no text column but lists: searched as their text
     assert lists.row_count == 1
+    infinite = rw.SampleTable(pd.DataFrame({"kl_sum": [float("inf"), -float("inf"), 1.0]}))
+    page = call(infinite, "rows", offset=0, limit=5)[0]["result"]  # inf was sent as null: drawn as missing
+    at = infinite.visible_columns.index("kl_sum")
+    assert [r[at] for r in page["rows"]] == ["Infinity", "-Infinity", 1.0]
     texts = rw.SampleTable(pd.DataFrame({"sample_id": ["a1", "b2"], "prompt": ["p", "q"]}))  # no number column:
     assert texts.row_count == 2 and call(texts, "rows", offset=0, limit=5)[0]["result"]["ids"] == [0, 1]  # it failed
     nothing = rw.SampleTable(pd.DataFrame({"score": [1.0, 2.0]}))

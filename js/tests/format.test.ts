@@ -34,6 +34,9 @@ describe("numbers", () => {
     expect(formatNumber(Infinity)).toBe("∞");
     expect(formatNumber(-Infinity)).toBe("-∞");
     expect(formatNumber(NaN)).toBe("");
+    // JSON has no infinity: the kernel sends it as text, shown as ∞, not as a missing value
+    expect(formatCell("Infinity", { name: "kl_sum", kind: "number" })).toEqual({ text: "∞", missing: false });
+    expect(formatCell("-Infinity", { name: "kl_sum", kind: "number" }).text).toBe("-∞");
   });
   test("ints in full", () => {
     expect(formatInt(1000000012)).toBe("1000000012");
