@@ -60,6 +60,14 @@ def test_token_strip_answers_stay_small_and_are_not_resent_for_nothing(tmp_path,
     from rlviz_widgets.widgets.token_strip import _shares
 
     assert _shares([n, 10]) == [32_758, 10] and _shares([n] * 64) == [1024] * 64  # short ones leave theirs to others
+    wide = log.parent / "wide"  # tokens that are whole texts: 32k of 1,000 characters made a 33 MB answer
+    wide.mkdir()
+    (wide / "r0.jsonl").write_text(json.dumps({**long, "response_tokens": ["y" * 5000] * n}) + "\n")
+    wide_run = open_run(wide)
+    content, buffers = call(rw.TokenStrip(wide_run, [int(wide_run.samples.sample_id[0])]), "strips")
+    sample = content["result"]["samples"][0]
+    assert len(sample["tokens"]) == 999 and sample["more"] == n - 999 and len(buffers[0]) == 4 * 999
+    assert len(json.dumps(content)) < 1_100_000
     gen = strip.generation
     with open(log / "r0.jsonl", "a") as f:  # another sample: the shown one is unchanged
         f.write(json.dumps({**long, "step": 1, "response_tokens": ["b"] * 10, "logprobs": [-1.0] * 10,

@@ -15,6 +15,7 @@ MAX_SAMPLES = 64
 MAX_STRIP_TOKENS = 32_768  # tokens sent per answer, shared by its samples (a chip each: the page stays responsive)
 MIN_SAMPLE_TOKENS = 1024  # each sample's share at least
 MAX_TOKEN_CHARS = 1000  # of one token's text (a log's "token" may be a whole text)
+MAX_STRIP_CHARS = 1_000_000  # of token text per answer, shared by its samples (32,768 such tokens were 33 MB)
 
 
 def _default_metric(metrics: list[str]) -> str:
@@ -140,13 +141,21 @@ class TokenStrip(RpcWidget):
         samples, buffers = [], []
         arrays = self._run.token_arrays(self.sample_ids)
         shares = _shares([len(s["tokens"]) for s in arrays])
+        chars_each = MAX_STRIP_CHARS // max(len(arrays), 1)
         for s, share in zip(arrays, shares):
+            tokens, chars = [], 0
+            for t in s["tokens"][:share]:
+                t = t if len(t) <= MAX_TOKEN_CHARS else f"{t[:MAX_TOKEN_CHARS]}…"
+                chars += len(t)
+                if chars > chars_each and tokens:  # tokens that are whole texts: the answer stays small
+                    break
+                tokens.append(t)
+            share = len(tokens)
             index = {}
             for m, arr in s["metrics"].items():
                 index[m] = len(buffers)
                 buffers.append(memoryview(np.ascontiguousarray(arr[:share], dtype="<f4")).cast("B"))
             reward = "" if s["reward"] is None else f" · reward {s['reward']:.4g}"
-            tokens = [t if len(t) <= MAX_TOKEN_CHARS else f"{t[:MAX_TOKEN_CHARS]}…" for t in s["tokens"][:share]]
             samples.append({"sample_id": s["sample_id"], "step": s["step"], "reward": s["reward"],
                             "label": f"step {s['step']} · sample {s['sample_id']}{reward}",
                             "tokens": tokens, "more": max(len(s["tokens"]) - share, 0), "buffers": index})
