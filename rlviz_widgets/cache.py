@@ -57,8 +57,9 @@ from .token_store import TOKEN_COLUMNS
 # columns= takes no step from a file name's rank (or shard...) number; 26: prompt_idx names the group in any format;
 # 27: records past Python's parser limits kept when their line opens with a blank (and their repeated keys
 # reported), no NaN report for a custom integer past 1e308, no unnamed_field report for a record skipped;
-# 28: NeMo-RL logs without token_loss_mask: the response found by its generation log-probs
-CACHE_VERSION = 28
+# 28: NeMo-RL logs without token_loss_mask: the response found by its generation log-probs; 29: ... and a row
+# whose log-probs are all 0.0 reported
+CACHE_VERSION = 29
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:

@@ -577,9 +577,12 @@ def test_a_nemo_dump_without_a_loss_mask_finds_the_response_by_its_logprobs(tmp_
         np.testing.assert_allclose(run.tokens(sid).logprob, t["logprobs"], rtol=1e-6)
     recs[1] = {**json.loads(json.dumps(recs[1])), "token_ids": [[7] * recs[1]["input_lengths"][0]]}
     del recs[1]["generation_logprobs"]
+    recs[0]["generation_logprobs"] = [[0.0] * len(recs[0]["generation_logprobs"][0])]  # a model sure of every token
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     got = open_run(tmp_path / "nemo").problems[["line", "kind", "message"]].values.tolist()
-    assert got == [[2, "missing_field", "no token_loss_mask: the response tokens (and their advantage) include the "
+    assert got == [[1, "missing_field", "no token_loss_mask, and every generation log-prob is 0.0: the response "
+                                        "cannot be told from the prompt (its tokens include the prompt's)"],
+                   [2, "missing_field", "no token_loss_mask: the response tokens (and their advantage) include the "
                                         "prompt"]]
 
 

@@ -7,7 +7,8 @@ text), ``token_ids`` / ``token_loss_mask`` / ``advantages`` / ``generation_logpr
 ``prev_logprobs`` cover prompt and response, padded to the batch's longest sequence. The step is
 the file name's. Response tokens are those with ``token_loss_mask`` = 1 (without a mask, as older versions
 log: the first ``input_lengths`` positions from the first non-zero ``generation_logprobs``, NeMo writing 0.0 at
-the prompt's; a response whose first token's log-prob is exactly 0.0 loses that token); ``logprobs`` are the
+the prompt's; a response's first tokens whose log-probs are exactly 0.0 are taken for the prompt's, and a row
+with no other value is reported, its tokens the whole row); ``logprobs`` are the
 generation log-probs, ``advantage`` is the mean advantage over the response tokens, and the group is the
 prompt's text within the step (NeMo repeats each prompt once per generation). ``prev_logprobs`` are not kept
 (they are the training policy's, not a reference model's).
@@ -57,8 +58,11 @@ class NemoReader(RLBReader):
         n = "(r.input_lengths->'$[0]')::BIGINT"
         # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
         # generation log-prob that is not 0.0, which NeMo writes at every prompt position
-        start = (f"coalesce(list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), "
-                 f"lambda x: x <> 0), true), 1)")
+        first = f"list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), lambda x: x <> 0), true)"
+        start = f"coalesce({first}, 1)"
+        # ... and where every one is 0.0 (an empty response, or a model sure of every token), it cannot be told
+        no_start = (f"r.token_loss_mask IS NULL AND r.generation_logprobs IS NOT NULL "
+                    f"AND json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') AND {first} IS NULL")
 
         def response_only(expr: str) -> str:
             """The response positions of a padded prompt+response row."""
@@ -81,7 +85,7 @@ class NemoReader(RLBReader):
             ex["group_id"] = (f"CASE WHEN fs IS NOT NULL THEN fs::VARCHAR || ':' || md5({ex['prompt']})[:12] "
                               f"ELSE {ex['group_id']} END")
         ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"],
-                                        nan_advantage)
+                                        nan_advantage, no_start)
         used |= {"content", "rewards", *TOKEN_KEYS}
         ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
             self.fields()["advantage"]))
@@ -89,11 +93,12 @@ class NemoReader(RLBReader):
         return schema, ex, used
 
 
-def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
+def _shape_reports(response: str | None, nan_advantage: str | None, no_start: str) -> str:
     """SQL: the ``kind|message`` of each value not shaped as NeMo writes it (a batch of one; token rows as long as
     ``token_ids``), for ``_check`` to report: unwrapping reads such values only in part, or not at all.
     ``response``: the SQL of the response read from ``content`` (None: mapped to another field, checked there);
-    ``nan_advantage``: the SQL of the report of a NaN mean advantage (None: mapped, checked as a plain value)."""
+    ``nan_advantage``: the SQL of the report of a NaN mean advantage (None: mapped, checked as a plain value);
+    ``no_start``: the SQL saying a row without a mask has no generation log-prob other than 0.0."""
     out = [nan_advantage] if nan_advantage else []
     if response is not None:
         out.append(f"CASE WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
@@ -122,6 +127,8 @@ def _shape_reports(response: str | None, nan_advantage: str | None) -> str:
     out.append("CASE WHEN r.token_loss_mask IS NULL AND r.generation_logprobs IS NULL AND coalesce(len(r.token_ids), "
                "len(r.advantages)) IS NOT NULL THEN 'missing_field|no "
                "token_loss_mask: the response tokens (and their advantage) include the prompt' END")
+    out.append(f"CASE WHEN {no_start} THEN 'missing_field|no token_loss_mask, and every generation log-prob is 0.0: "
+               f"the response cannot be told from the prompt (its tokens include the prompt''s)' END")
     for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
         v = f"r.{k}"
         out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) = 0 OR {v}[1] IS NULL) "
