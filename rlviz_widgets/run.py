@@ -38,7 +38,7 @@ from .problems import Problem
 from .progress import Progress
 from .readers import READERS
 from .readers.detect import detect
-from .readers.rlb import DEFAULT_PAD_TOKEN, non_scalar_message
+from .readers.rlb import DEFAULT_PAD_TOKEN, _q, non_scalar_message
 from .readers.selective import SelectiveReader
 from .sources import NoLogsError, absolute, resolve, source_folders, source_key
 
@@ -389,6 +389,7 @@ class Run:
             f"{self._reader.name}\n{source_key(source)}".encode()).hexdigest()[:20] + ".json")
         self._column_names: dict[str, str] = load_names(self._names_file)
         self._steps_cache: pd.DataFrame | None = None
+        self._where_checked: tuple = (None, "")  # ((where, generation), the condition sqlguard gave)
         self._init_token_sources()
         self.generation = 0  # bumped whenever the data changes (new lines, new files)
         with contextlib.ExitStack() as held:
@@ -562,7 +563,7 @@ class Run:
         mapped = getattr(self._reader, "columns", {})  # columns=: common name -> the logs' field
         if mapped and self._states:
             cols = [c for c in mapped if c in self.columns and c not in ("sample_id", "line")]
-            listed = ", ".join('count("' + c.replace('"', '""') + '")' for c in cols)
+            listed = ", ".join(f"count({_q(c)})" for c in cols)
             counts = self._execute(f"SELECT {listed} FROM _samples_raw").fetchall()[0] if cols and n else []
             empty = [c for c, k in zip(cols, counts) if not k]
             if "step" in mapped and not n and any(p.kind == "missing_step" for p in self._all_problems()):
@@ -702,10 +703,11 @@ class Run:
         """A custom field whose column is not its cleaned name (a column of the run's own, or another field, has
         that): where it first is."""
         names = self._names(names)
+        own = self._own_renames()
         out = []
         for st in self._states.values():
             for key, line in st.columns:
-                if key in self._own_renames():
+                if key in own:
                     continue
                 plain = plain_column(key)
                 if names[key] != extra_column(key):
@@ -1017,8 +1019,11 @@ class Run:
 
     def _condition(self, where: str) -> str:
         """``where`` checked to be one SQL condition, in parentheses (``sqlguard.condition``)."""
-        with self._cursor() as cur:  # given the token files: a where may ask the tokens view
-            return sqlguard.condition(cur, where, "samples")
+        key = (where, self.generation)  # bound once while the views stay (a brushed view asks on every redraw)
+        if self._where_checked[0] != key:
+            with self._cursor() as cur:  # given the token files: a where may ask the tokens view
+                self._where_checked = (key, sqlguard.condition(cur, where, "samples"))
+        return self._where_checked[1]
 
     def _numeric(self, where: str = "") -> str:
         """The in-memory numeric table when ``where`` needs no column it lacks, else the full view."""
@@ -1113,7 +1118,7 @@ class Run:
     def tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
         """One row per token of the given samples: token text, metrics, and derived metrics. An id that is no
         sample of this run is a KeyError naming it (a row position, say, where a ``sample_id`` was due)."""
-        return self._tokens(self.check_ids(sample_ids))
+        return self._tokens_of(self.check_ids(sample_ids))
 
     def check_ids(self, sample_ids: int | Iterable[int]) -> list[int]:
         """``sample_ids`` as a list; a KeyError naming those that are no samples of this run."""
@@ -1131,7 +1136,10 @@ class Run:
     def _tokens(self, sample_ids: int | Iterable[int]) -> pd.DataFrame:
         """``tokens`` of those of the ids the run holds (the others left out: ids a view kept while its run
         changed)."""
-        ids = self._in_run(_id_list(sample_ids))
+        return self._tokens_of(self._in_run(_id_list(sample_ids)))
+
+    def _tokens_of(self, ids: list[int]) -> pd.DataFrame:
+        """``tokens`` of ids the run holds."""
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:  # the tokens view's columns, no rows
@@ -1147,11 +1155,14 @@ class Run:
     def rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """The samples rows of the given ids, in that order (fast: reads only their row groups). An id that is no
         sample of this run is a KeyError naming it."""
-        return self._rows(self.check_ids(sample_ids), columns)
+        return self._rows_of(self.check_ids(sample_ids), columns)
 
     def _rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """``rows`` of those of the ids the run holds (the others left out)."""
-        ids = self._in_run(_id_list(sample_ids))
+        return self._rows_of(self._in_run(_id_list(sample_ids)), columns)
+
+    def _rows_of(self, ids: list[int], columns: list[str] | None = None) -> pd.DataFrame:
+        """``rows`` of ids the run holds."""
         known = set(self.columns) if columns else set()  # one DESCRIBE, not one per column (a page asks ~15)
         unknown = [c for c in columns or () if c not in known]
         if unknown:

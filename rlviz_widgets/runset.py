@@ -47,6 +47,7 @@ class RunSet(Run):
         self._column_names: dict[str, str] = {}  # the set's own: two runs' keys may collide where one's do not
         self._names_file = None  # (not kept for a next open: a set is made of runs, not opened from logs)
         self._steps_cache = None
+        self._where_checked: tuple = (None, "")  # as a run's (``Run._condition``)
         self.generation = 0
         self._init_token_sources()
         self._seen = {name: r.generation for name, r in self.runs.items()}  # the runs' data the views show

@@ -251,6 +251,18 @@ def source_key(source) -> str:
     return "\n".join(sorted(out))
 
 
+def named_files(source) -> set[Path]:
+    """The files the user named by their path or a glob (not those found in a folder named)."""
+    out = set()
+    for item in _items(source):
+        path = Path(os.fspath(item)).expanduser()
+        if path.is_file():
+            out.add(path.resolve())
+        elif not path.is_dir() and glob.has_magic(str(path)):
+            out |= {Path(p).resolve() for p in glob.glob(str(path), recursive=True)}
+    return out
+
+
 def source_folders(source) -> set[Path]:
     """The folders the user named (and the fixed folders of glob patterns): logs live below them."""
     items = _items(source)

@@ -96,8 +96,9 @@ def names_any(where: str, names: list[str]) -> bool:
     return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", where, re.IGNORECASE) for n in names)
 
 
-def _without_comments(sql: str) -> str:
-    """``sql`` with its comments (``-- ...``, nested ``/* ... */``) blanked out; quoted text and names kept."""
+def _without_comments(sql: str, quoted: bool = True) -> str:
+    """``sql`` with its comments (``-- ...``, nested ``/* ... */``) blanked out; quoted text and names kept (with
+    ``quoted`` False: each as a pair of quotes, what they hold left out)."""
     out, i, n = [], 0, len(sql)
     while i < n:
         c = sql[i]
@@ -105,7 +106,7 @@ def _without_comments(sql: str) -> str:
             j = i + 1
             while j < n and not (sql[j] == c and sql[j + 1:j + 2] != c):
                 j += 2 if sql[j] == c else 1
-            out.append(sql[i:j + 1])
+            out.append(sql[i:j + 1] if quoted else c + c)
             i = j + 1
         elif sql.startswith("--", i):
             j = sql.find("\n", i)
@@ -130,23 +131,11 @@ def _without_comments(sql: str) -> str:
 
 def _balanced(sql: str) -> bool:
     """Whether the parentheses of ``sql`` (outside comments, strings and quoted names) close in order."""
-    depth, i, text = 0, 0, _without_comments(sql)
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c in "'\"":  # to its closing quote (a doubled quote stays inside)
-            j = i + 1
-            while j < n and not (text[j] == c and text[j + 1:j + 2] != c):
-                j += 2 if text[j] == c else 1
-            i = j + 1
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                return False
-        i += 1
+    depth = 0
+    for c in _without_comments(sql, quoted=False):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return False
     return depth == 0
 
 

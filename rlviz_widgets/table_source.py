@@ -59,6 +59,7 @@ class TableSource:
         self.num_columns = [c for c in self.kinds if c in num_cols]
         self.text_columns = [c for c in self.kinds if c not in num_cols]
         self._filter_key: tuple | None = None
+        self._counted: tuple = (None, 0)  # ((search, where), its row count), forgotten as the filters are
         self._where_checked = ("", "")  # (a where, as sqlguard.condition gave it): not parsed again on every page
         self._order_key: tuple | None = None
         self._order = None
@@ -149,7 +150,9 @@ class TableSource:
     def condition(self, where: str) -> str:
         """``where`` as ``sqlguard.condition`` gives it over these rows' columns (a ValueError if it is none)."""
         if where != self._where_checked[0]:
-            self._where_checked = (where, sqlguard.condition(self.con, where, self.full))
+            # bound over the numbers in memory where it names no text (half the time of the view: a brush asks often)
+            rel = self.nums if isinstance(where, str) and self._numeric_only(where) else self.full
+            self._where_checked = (where, sqlguard.condition(self.con, where, rel))
         return self._where_checked[1]
 
     def check(self, where: str) -> None:
@@ -191,7 +194,10 @@ class TableSource:
         return not sqlguard.names_any(where, self.text_columns)
 
     def count(self, search: str = "", where: str = "") -> int:
-        return self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]
+        if self._counted[0] != (search, where):  # ``check`` counts what the table then counts again
+            n = self.con.execute(f"SELECT count(*) FROM {self._filtered(search, where)}").fetchall()[0][0]
+            self._counted = ((search, where), n)
+        return self._counted[1]
 
     def ids(self, search: str = "", where: str = "", sort_by: str = "", desc: bool = False,
             offset: int = 0, limit: int | None = None) -> list[int]:
@@ -223,6 +229,7 @@ class TableSource:
         """Forget cached filters and orders (the data changed)."""
         self._filter_key = None
         self._order_key = None
+        self._counted = (None, 0)
 
     def rows(self, ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """Rows of the given ids, in that order."""

@@ -11,15 +11,13 @@ readable at all (empty or broken files): the RL Logging Board reader, which repo
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ..sources import resolve
+from ..sources import named_files, resolve
 
 SUFFIXES = (".jsonl", ".parquet")
 NAME_RULES = (("trl", r"^completions_\d+\.parquet$"), ("nemo", r"^(train|val)_data_step\d+\.jsonl$"),
@@ -98,22 +96,10 @@ def first_record(path: Path) -> dict | None:
     return first
 
 
-def _named_files(source) -> set[Path]:
-    """The files the user named by their path or a glob (not those found in a folder named)."""
-    out = set()
-    for item in source if isinstance(source, (list, tuple)) else [source]:
-        path = Path(os.fspath(item)).expanduser()
-        if path.is_file():
-            out.add(path.resolve())
-        elif not path.is_dir() and glob.has_magic(str(path)):
-            out |= {Path(p).resolve() for p in glob.glob(str(path), recursive=True)}
-    return out
-
-
 def detect(source, columns: dict | None = None) -> str:
     """The reader name for ``source`` (see the module docstring)."""
     files = resolve(source, SUFFIXES)
-    named = _named_files(source)
+    named = named_files(source)
     votes: dict[str, list[Path]] = {}
     unknown: list[tuple[Path, list[str]]] = []
     names: dict[str, list[Path]] = {}
