@@ -1702,3 +1702,71 @@ def test_custom_columns_come_in_the_same_order_however_the_file_was_read(tmp_pat
         assert custom[0] == "zz" and custom[1].lower().startswith("zz_") and custom[2:] == ["aa", "ab", "bb"], custom
     assert grown.columns == cold.columns
     pd.testing.assert_frame_equal(grown.samples, cold.samples)
+
+
+def _records(n_steps, per_step, seed=0, tokens=6):
+    rng = random.Random(seed)
+    return [make_record(rng, s, i, tokens, progress=0.5) for s in range(n_steps) for i in range(per_step)]
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_grown_file_whose_first_or_last_read_bytes_changed_is_read_again(tmp_path, monkeypatch, open_run, where):
+    """A grown file keeps its cache only if the bytes read are unchanged at both ends (each hash covers 4 KB)."""
+    parsed: list[int] = []  # every line number the JSON parser is given
+    real = rlbmod.RLBReader._parse
+
+    def spy(self, con, chunk, steps):
+        parsed.extend(chunk.numbers.tolist())
+        return real(self, con, chunk, steps)
+
+    monkeypatch.setattr(rlbmod.RLBReader, "_parse", spy)
+    path = tmp_path / "logs" / "r0.jsonl"
+    recs = _records(1, 40, tokens=12)
+    write_lines(path, recs)
+    assert path.stat().st_size > 3 * 4096  # an edit at one end is seen by that end's hash alone
+    open_run(path.parent)
+    lines = path.read_bytes().split(b"\n")
+    k = 0 if where == "first" else len(recs) - 1
+    old = json.dumps(recs[k]["reward"]).encode()
+    new = (b"9" if old[:1] != b"9" else b"8") + old[1:]  # same length
+    assert lines[k].count(b'"reward": ' + old) == 1
+    lines[k] = lines[k].replace(b'"reward": ' + old, b'"reward": ' + new)
+    path.write_bytes(b"\n".join(lines) + json.dumps(_records(1, 1, seed=9)[0]).encode() + b"\n")  # and grown
+    parsed.clear()
+    run = open_run(path.parent)
+    assert parsed == list(range(1, 42))  # told changed by the plan: read once, from the start
+    assert run.samples.set_index("line").loc[k + 1, "reward"] == float(new)
+    assert len(run.samples) == 41
+
+
+def _followed(tmp_path, open_run, n=9):
+    """A log followed by refreshes, one new record (of a new step) each: its small parts get merged."""
+    path = tmp_path / "logs" / "r0.jsonl"
+    recs = _records(n, 1)
+    write_lines(path, recs[:1])
+    run = open_run(path.parent)
+    for r in recs[1:]:
+        with open(path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        assert run.refresh()
+    (state,) = run._states.values()
+    assert len(state.parts) < n  # parts were merged
+    return run, recs
+
+
+def test_each_sample_of_a_followed_log_is_found_alone(tmp_path, open_run):
+    """A merged part's line range covers every line of the parts it replaced."""
+    run, recs = _followed(tmp_path, open_run)
+    for row in run.samples.itertuples():
+        assert run.rows([row.sample_id])["line"].tolist() == [row.line]
+        assert len(run.tokens(row.sample_id)) == row.n_tokens > 0
+
+
+def test_tokens_by_step_of_a_followed_log_on_a_cursor(tmp_path, open_run):
+    """A merged part's step range (the token dataset skips files by it) covers every step it holds."""
+    run, recs = _followed(tmp_path, open_run)
+    s = run.samples
+    con = run.con  # the token files as a dataset, each file's step range its partition
+    for step in range(len(recs)):
+        got = con.execute(f"SELECT count(*) FROM tokens WHERE step = {step}").fetchone()[0]
+        assert got == s.loc[s["step"] == step, "n_tokens"].sum() > 0, step

@@ -191,3 +191,22 @@ def test_find_byte_matches_a_plain_scan():
             want = np.flatnonzero(data == 58)
             got = find_byte(data, 58)
             assert got.tolist() == want.tolist() and got.dtype.kind == "i"
+
+
+def test_read_chunks_reads_nothing_past_stop_when_a_line_is_carried(tmp_path):
+    """``stop``: no byte at or past it is read, even with an unfinished line carried into the next read."""
+    path = tmp_path / "log.jsonl"
+    lines = [b"%09d" % i for i in range(20)]  # 20 lines of 10 bytes
+    seen = b"\n".join(lines) + b"\n" + b"AB"  # what a refresh saw: 200 bytes of lines, then a half-written one
+    path.write_bytes(seen + b"C\n" + b"more\n")  # the job finished that line and went on meanwhile
+    chunks = list(read_chunks(path, chunk_bytes=64, stop=len(seen)))
+    got = [line_bytes(c.lines, i) for c in chunks for i in range(len(c.lines))]
+    assert got == [ln + b"\n" for ln in lines]
+    assert max(c.end for c in chunks) == 200
+
+
+def test_line_bytes_of_a_sliced_array():
+    import pyarrow as pa
+
+    arr = pa.array(["x\n", "yy\n", "zzz\n"], pa.large_string()).slice(1)
+    assert [line_bytes(arr, i) for i in range(len(arr))] == [b"yy\n", b"zzz\n"]

@@ -776,3 +776,15 @@ def test_a_warning_from_no_users_line_points_at_the_package(tmp_path):
         warnings.simplefilter("always")
         space["call"](problemsmod.warn, problems)
     assert got[0].filename == __file__
+
+
+def test_a_record_without_a_step_and_with_infinite_logprobs_gets_one_report(tmp_path, open_run):
+    """A record skipped for its step is not also reported for what it holds."""
+    rng = random.Random(0)
+    good, bad = (make_record(rng, 0, i, 6, progress=0.5) for i in range(2))
+    del bad["step"]
+    bad["logprobs"][1] = float("inf")
+    write_lines(tmp_path / "logs" / "x.jsonl", [good, bad])
+    run = open_run(tmp_path / "logs")
+    assert run.problems[["line", "kind"]].values.tolist() == [[2, "missing_step"]]
+    assert run.samples["line"].tolist() == [1]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import traitlets
-from conftest import POEM, README_RECORD, f32, read_records
+from conftest import POEM, README_RECORD, f32, read_records, write_lines
 
 import rlviz_widgets
 from rlviz_widgets import groups
@@ -1025,3 +1025,27 @@ def test_kl_of_confident_tokens_is_never_negative(tmp_path, open_run):
     assert (t["kl"] >= 0).all() and np.allclose(t["kl"], want, rtol=1e-8, atol=0)
     s = run.samples.iloc[0]
     assert s.kl_sum >= 0 and s.kl_sum == pytest.approx(want.sum(), rel=1e-8)
+
+
+def test_the_last_bin_ends_exactly_at_the_largest_value(tmp_path, open_run):
+    """lo + bins * width can round below the largest value: the last edge is that value itself."""
+    rewards = [0.2, 0.5, 0.9]
+    assert 0.2 + 3 * ((0.9 - 0.2) / 3) < 0.9  # the case: the widths' sum falls short
+    write_lines(tmp_path / "logs" / "r0.jsonl",
+                [{"step": 0, "prompt": "p", "response": f"r{i}", "reward": r} for i, r in enumerate(rewards)])
+    run = open_run(tmp_path / "logs")
+    for h in (run.reward_histogram(bins=3), run.histograms(["reward"], bins=3)):
+        last = h[h["bin"] == 2].iloc[0]
+        assert last["bin_end"] == 0.9
+        assert last["bin_start"] <= 0.9 <= last["bin_end"]
+        assert h["count"].sum() == 3
+
+
+def test_samples_interleave_rank_files_by_step_then_line(tmp_path, open_run):
+    folder = tmp_path / "logs"
+    for rank in range(2):
+        write_lines(folder / f"rollout_rank{rank}.jsonl",
+                    [{"step": s, "prompt": "p", "response": f"{rank}-{s}-{i}", "reward": 1.0}
+                     for s in range(2) for i in range(2)])
+    s = open_run(folder).samples
+    assert s["response"].tolist() == ["0-0-0", "1-0-0", "0-0-1", "1-0-1", "0-1-0", "1-1-0", "0-1-1", "1-1-1"]
