@@ -37,7 +37,7 @@ def assign(root: Path, paths: Iterable[str], held: dict[str, int] | None = None)
                 restored = True
         new = [p for p in sorted(set(paths)) if p not in known]
         if new or restored:
-            nxt = max([*known.values(), *(held or {}).values()], default=-1) + 1
+            nxt = max([*known.values(), *(held or {}).values()], default=0) + 1  # from 1: no id is a bare line number
             for k, p in enumerate(new):
                 known[p] = nxt + k
             fd, tmp = tempfile.mkstemp(dir=root, suffix=".tmp")

@@ -459,6 +459,10 @@ def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
     ids = whole.samples["sample_id"].tolist()  # ids from another Run of the same logs
     held = part.samples["sample_id"].tolist()
     assert len(held) == 4 and set(held) < set(ids)
+    # the first file of a cache is number 1, not 0: no sample id is a bare line number (a row position passed)
+    assert min(ids) > rlviz_widgets.run.ID_STRIDE
+    with pytest.raises(KeyError, match="not samples of this run: 3 "):
+        whole.tokens(3)
     # asked by the user: an id the run does not hold is a KeyError naming it (it was left out in silence)
     for call in (part.rows, part.tokens):
         with pytest.raises(KeyError, match=rf"not samples of this run: {ids[0]}, {ids[1]}, .*\(sample ids are"):
