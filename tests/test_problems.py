@@ -745,15 +745,16 @@ def test_a_record_skipped_for_its_step_gets_that_report_alone_however_it_is_read
 
 
 def test_a_line_that_is_no_object_is_said_to_be_what_it_is(tmp_path, cache_dir):
-    """The re-read of odd lines takes integers of any length: a bare number is still called an int, not a str."""
+    """The re-read of odd lines takes integers of any length: a bare number is still called a number (JSON's
+    words, not Python's int and str)."""
     folder = tmp_path / "logs"
     folder.mkdir()
     rec = b'{"step": 0, "prompt": "p", "response": "r", "reward": 1.0}'
     (folder / "x.jsonl").write_bytes(b"\n".join([rec, b"5", b" 7", b"9" * 5000, b'"s"', rec]) + b"\n")
     run, _ = open_recording(folder, cache_dir)
     said = run.problems.set_index("line")["message"].to_dict()
-    assert said == {2: "a JSON int, not an object: skipped", 3: "a JSON int, not an object: skipped",
-                    4: "a JSON int, not an object: skipped", 5: "a JSON str, not an object: skipped"}
+    assert said == {2: "a JSON number, not an object: skipped", 3: "a JSON number, not an object: skipped",
+                    4: "a JSON number, not an object: skipped", 5: "a JSON string, not an object: skipped"}
     assert run.samples["line"].tolist() == [1, 6]
 
 
@@ -788,3 +789,25 @@ def test_a_record_without_a_step_and_with_infinite_logprobs_gets_one_report(tmp_
     run = open_run(tmp_path / "logs")
     assert run.problems[["line", "kind"]].values.tolist() == [[2, "missing_step"]]
     assert run.samples["line"].tolist() == [1]
+
+
+def test_messages_name_the_files_own_keys_and_json_kinds(tmp_path, cache_dir):
+    """columns=: a step message names the file's key (``it``), not ours; a line that is no object says its JSON
+    kind (null, array), not Python's; a mapped field whose values are all of the wrong type is not called
+    misspelt."""
+    write_lines(tmp_path / "logs" / "l.jsonl", [{"it": 0, "q": "a", "r": "x", "s": "0.1"},
+                                                {"it": "x", "q": "a", "r": "x", "s": 0.2},
+                                                {"q": "a", "r": "x", "s": 0.3}, "[1, 2]", "null"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=cache_dir, progress=False,
+                                     columns={"prompt": "q", "response": "r", "reward": "s", "step": "it"})
+    got = run.problems[["line", "kind", "message"]].values.tolist()
+    assert got == [[1, "wrong_type", 's is "0.1", not a number: left empty'],
+                   [2, "wrong_type", 'it is "x", not an integer: record skipped'],
+                   [3, "missing_step", "no it: record skipped"],
+                   [4, "not_an_object", "a JSON array, not an object: skipped"],
+                   [5, "not_an_object", "a JSON null, not an object: skipped"]]
+    option = [str(w.message) for w in caught if issubclass(w.category, rlviz_widgets.OptionWarning)]
+    assert option == ["columns= maps 'reward' to 's', whose values are all of the wrong type (see the LogWarning): "
+                      "reward is empty"]

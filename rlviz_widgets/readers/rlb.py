@@ -429,11 +429,12 @@ class RLBReader:
         step_ok = _mask(pc.is_valid(t["step"]))
         for i in np.flatnonzero(_mask(pc.is_valid(t["_p_step"]))).tolist():
             kind, value = t["_p_step"][i].as_py(), _short(t["_v_step"][i].as_py())
+            step = shown["step"]
             if not step_ok[i]:
-                problems.append([int(line[i]), "missing_step", "no step: record skipped"] if kind == "missing" else
-                                [int(line[i]), "wrong_type", f"step is {value}, not an integer: record skipped"])
+                problems.append([int(line[i]), "missing_step", f"no {step}: record skipped"] if kind == "missing" else
+                                [int(line[i]), "wrong_type", f"{step} is {value}, not an integer: record skipped"])
             elif kind == "VARCHAR" and not self.text_steps:
-                problems.append([int(line[i]), "wrong_type", f"step is the string {value}: read as a number"])
+                problems.append([int(line[i]), "wrong_type", f"{step} is the string {value}: read as a number"])
         # prompt, response: a record without it (or with null) is reported, where the format reads it from a field
         # (in every chunk alike: a refresh may read only records without it)
         texts = self._text_keys()
@@ -869,7 +870,7 @@ def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> p
             problems.append([n, "malformed_json", _json_error(text)])
             continue
         if not isinstance(obj, dict):
-            problems.append([n, "not_an_object", f"a JSON {type(obj).__name__}, not an object: skipped"])
+            problems.append([n, "not_an_object", f"a JSON {_json_kind(obj)}, not an object: skipped"])
         elif strict:
             problems.append([n, "malformed_json", f"not valid JSON for DuckDB: {_short(text, 60)!r}"])
         else:
@@ -932,3 +933,10 @@ def _json_error(text: str) -> str:
     except RecursionError:
         return f"nested too deeply to read: {_short(text.strip(), 60)!r}"
     return f"not valid JSON: {_short(text.strip(), 60)!r}"
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a parsed value's type (a message's words, not Python's)."""
+    if value is None:
+        return "null"
+    return {bool: "boolean", str: "string", list: "array"}.get(type(value), "number")
