@@ -269,6 +269,30 @@ def test_mixed_formats_are_refused_clearly(tmp_path, cache_dir):
     assert len(run.files) == 1 and len(run.samples) == 6
 
 
+def test_a_long_first_line_is_detected_without_parsing_its_floats(tmp_path, monkeypatch):
+    """A first line past LONG_LINE is read by DuckDB for its keys (json.loads made a Python float of every token:
+    seconds for a 100 MB line, on every open, warm too); every format is told the same either way."""
+    from rlviz_widgets.readers import detect as detectmod
+
+    write_verl(tmp_path / "verl", steps=(1,))
+    write_nemo(tmp_path / "nemo", steps=(1,))
+    write_openinstruct(tmp_path / "oi", steps=(1,))
+    write_log(tmp_path / "rlb", steps=1, samples_per_step=2, tokens=2, ranks=1)
+    folders = ["verl", "nemo", "oi", "rlb"]
+    before = [detectmod.detect(tmp_path / f) for f in folders]
+    assert before == ["verl", "nemo", "openinstruct", "rlb"]
+    calls = []
+    real = json.loads
+    monkeypatch.setattr(detectmod.json, "loads", lambda t, *a, **k: calls.append(len(t)) or real(t, *a, **k))
+    monkeypatch.setattr(detectmod, "LONG_LINE", 0)  # every line "long"
+    assert [detectmod.detect(tmp_path / f) for f in folders] == before
+    assert calls == []
+    # a line DuckDB refuses (NaN) still goes to json.loads; a line of no object gives no record
+    (tmp_path / "nan").mkdir()
+    (tmp_path / "nan" / "a.jsonl").write_text('[1]\n{"prompt": "p", "response": "r", "reward": NaN, "step": 0}\n')
+    assert detectmod.detect(tmp_path / "nan") == "rlb" and len(calls) == 1
+
+
 def test_unknown_format_name(tmp_path, cache_dir):
     write_verl(tmp_path / "rollout", steps=(1,))
     with pytest.raises(ValueError, match="unknown format 'verll'; known: auto, rlb, verl"):

@@ -33,6 +33,8 @@ RLB_KEYS = {"prompt", "response", "response_tokens", "reward", "ref_reward", "re
             "ref_logprobs", "values", "token_rewards"}
 MAX_FILES = 64  # files sampled for their first record
 MAX_LINES = 20  # lines tried per file before giving up on it
+LONG_LINE = 1 << 20  # a first line longer than this is parsed by DuckDB (see _skeleton)
+WRAPPED = ("rewards", "input_lengths", "content")  # NeMo-RL's one-item lists
 
 
 class FormatError(ValueError):
@@ -58,7 +60,7 @@ def by_fields(rec: dict) -> str | None:
         return "verl"
     if keys & {"input", "output"} and keys & {"score", "gts"} and not keys & {"prompt", "response"}:
         return "verl"  # one of its texts missing (an empty generation): still verl's fields
-    wrapped = [rec[k] for k in ("rewards", "input_lengths", "content") if k in rec]
+    wrapped = [rec[k] for k in WRAPPED if k in rec]
     if wrapped and all(isinstance(v, list) and len(v) == 1 for v in wrapped) and keys & {"content", "token_ids"}:
         return "nemo"
     if {"prompt", "completion"} <= keys:
@@ -83,10 +85,13 @@ def first_record(path: Path) -> dict | None:
                 line = f.readline()
                 if not line:
                     break
-                try:
-                    rec = json.loads(line.decode("utf-8", errors="replace").strip().lstrip("\ufeff") or "null")
-                except (ValueError, RecursionError):
-                    continue
+                text = line.decode("utf-8", errors="replace").strip().lstrip("\ufeff") or "null"
+                rec = _skeleton(text) if len(text) > LONG_LINE else None
+                if rec is None:
+                    try:
+                        rec = json.loads(text)
+                    except (ValueError, RecursionError):
+                        continue
                 if isinstance(rec, dict):
                     if by_fields(rec) is not None:
                         return rec
@@ -94,6 +99,36 @@ def first_record(path: Path) -> dict | None:
     except OSError:
         pass
     return first
+
+
+def _skeleton(text: str) -> dict | None:
+    """A long line's top-level keys, with the values ``by_fields`` reads (texts, one-item lists), parsed by DuckDB:
+    ``json.loads`` makes a Python object of every float (seconds for a 100 MB line, on every open, warm too).
+    None when DuckDB finds no object (a line it refuses, NaN or not, goes to ``json.loads``)."""
+    import duckdb  # (here: the module is imported by every open, and this is rare)
+
+    read = ("prompt", "response", *WRAPPED)
+    if not text.startswith("{"):  # (stripped) no object: nothing a format knows
+        return None
+    try:
+        with duckdb.connect() as con:
+            # a parse per function: the keys, and the few values read, as JSON text
+            sql = "SELECT json_keys(j), json_transform(j, ?) FROM (SELECT ? j)"
+            keys, values = con.execute(sql, [json.dumps(dict.fromkeys(read, "JSON")), text]).fetchone()
+            rec: dict = dict.fromkeys(keys)
+            for key in read:
+                v = values.get(key)
+                if key not in rec or v is None:
+                    continue
+                if len(v) <= LONG_LINE:
+                    rec[key] = json.loads(v)
+                elif v.startswith("["):  # a long list: only its length counts
+                    rec[key] = [None] * con.execute("SELECT json_array_length(?)", [v]).fetchone()[0]
+                else:
+                    rec[key] = "" if v.startswith('"') else 0
+    except (duckdb.Error, ValueError, RecursionError):
+        return None
+    return rec
 
 
 def detect(source, columns: dict | None = None) -> str:
