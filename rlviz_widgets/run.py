@@ -318,7 +318,8 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
     keeps an inclusive step range. With either, the lines they leave out are skipped unread
     where each line's step can be told from its bytes (``run.skipped_lines`` counts them; their
     problems go unreported). The columnar cache lives in ``cache_dir`` (default:
-    ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder.
+    ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder. ``progress``: a progress bar
+    (in a notebook, else in the terminal) when a first open takes more than half a second.
     """
     return Run(source, format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token,
                system_prompt_end=system_prompt_end, max_samples_per_step=max_samples_per_step, steps=steps,
@@ -568,10 +569,15 @@ class Run:
             empty = [c for c, k in zip(cols, counts) if not k]
             if "step" in mapped and not n and any(p.kind == "missing_step" for p in self._all_problems()):
                 empty.append("step")  # every record skipped for want of it (not kept out by a step range)
+            bad_type = {p.message.split(" is ", 1)[0] for p in self._all_problems() if p.kind == "wrong_type"}
             for c in empty:
-                problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, which no record holds a value of: "
-                                        + ("every record was skipped" if c == "step" else f"{c} is empty")
-                                        + " (a misspelt field?)")
+                lost = "every record was skipped" if c == "step" else f"{c} is empty"
+                if mapped[c] in bad_type:  # the field is there, its values are not of the kind (the LogWarning says)
+                    problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, whose values are all of the "
+                                            f"wrong type (see the LogWarning): {lost}")
+                else:
+                    problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, which no record holds a value "
+                                            f"of: {lost} (a misspelt field?)")
         if self.system_prompt_end and parts:
             src = f"{self._source_sql(parts, None, [])} s"
             # the first prompt holding the marker ends the scan: only a marker no prompt holds reads them all
@@ -874,14 +880,17 @@ class Run:
         present = {f for st in self._states.values() for f in st.fields}
         return [f for f in TOKEN_FIELDS if f in present]
 
-    def _tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None) -> str:
+    def _tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
+                    limit: int | None = None) -> str:
+        """``limit``: only the first that many tokens of each sample (cut before unnesting)."""
         fields = self._token_fields()
         if not parts or not fields:
             # AS: DuckDB before 2.0 reads a bare "position" as its POSITION(... IN ...)
             return ("SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS step, NULL::INTEGER AS position, "
                     "NULL::VARCHAR AS token "
                     "WHERE false")
-        cols = ", ".join(f'r."{f}"' for f in fields)
+        cut = f"[1:{int(limit)}]" if limit is not None else ""
+        cols = ", ".join(f'r."{f}"{cut} AS "{f}"' for f in fields)
         unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
         lens = ", ".join(f'len(t."{f}")' for f in fields)
         derived = ""
@@ -1062,7 +1071,8 @@ class Run:
         Columns on one edge set can be overlaid (reward vs ref_reward). The edges span the finite values that
         ``where`` keeps (the bins zoom in on a selection; ``reward_histogram`` keeps the whole run's). With
         ``max_steps``, steps are grouped into at most that many buckets (each named by its first step), so the
-        result stays small however long the run.
+        result stays small however long the run. ``by``: more columns to count per (a RunSet's ``("run",)``: each
+        run's own counts, on the same edges).
         """
         columns = [columns] if isinstance(columns, str) else list(columns)
         unknown = [c for c in columns if c not in self.columns and c not in RESERVED]
@@ -1138,13 +1148,13 @@ class Run:
         changed)."""
         return self._tokens_of(self._in_run(_id_list(sample_ids)))
 
-    def _tokens_of(self, ids: list[int]) -> pd.DataFrame:
-        """``tokens`` of ids the run holds."""
+    def _tokens_of(self, ids: list[int], limit: int | None = None) -> pd.DataFrame:
+        """``tokens`` of ids the run holds (``limit``: the first that many of each)."""
         by_file = _by_file(ids)
         parts = self._parts(by_file)
         if not ids or not parts:  # the tokens view's columns, no rows
             return self._execute("SELECT * FROM tokens WHERE false").df()
-        sql = self._tokens_sql(parts, lines=by_file)
+        sql = self._tokens_sql(parts, lines=by_file, limit=limit)
         cur = self._cursor()
         self._register_tokens(cur, parts, by_file)
         df = cur.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, position").df()
@@ -1207,11 +1217,12 @@ class Run:
                         if self._file_no.get(p) in held)
         return tuple(ids), tuple(epochs)
 
-    def token_arrays(self, sample_ids: Iterable[int]) -> list[dict]:
-        """Per sample: id, step, reward, token strings and each token metric as a float32 array."""
-        ids = _id_list(sample_ids)
-        toks = self._tokens(ids)
-        info = self._rows(ids, ["sample_id", "step", "reward"]) if ids else pd.DataFrame()
+    def token_arrays(self, sample_ids: Iterable[int], limit: int | None = None) -> list[dict]:
+        """Per sample: id, step, reward, n_tokens, token strings and each token metric as a float32 array (``limit``:
+        the first that many tokens of each; ``n_tokens`` counts them all)."""
+        ids = self._in_run(_id_list(sample_ids))
+        toks = self._tokens_of(ids, limit)
+        info = self._rows_of(ids, ["sample_id", "step", "reward", "n_tokens"]) if ids else pd.DataFrame()
         out = []
         groups = dict(tuple(toks.groupby("sample_id", sort=False))) if len(toks) else {}
         for _, r in info.iterrows():
@@ -1227,6 +1238,7 @@ class Run:
                         metrics[m] = g[m].to_numpy(dtype="float32", na_value=float("nan"))
             out.append({"sample_id": sid, "step": int(r["step"]),
                         "reward": None if pd.isna(r["reward"]) else float(r["reward"]),
+                        "n_tokens": 0 if pd.isna(r["n_tokens"]) else int(r["n_tokens"]),
                         "tokens": tokens, "metrics": metrics})
         return out
 
@@ -1329,11 +1341,14 @@ class Run:
                  + (f" ({steps['step'].iloc[0]}..{steps['step'].iloc[-1]})" if len(steps) else "")]
         if len(steps):
             first, last = steps.iloc[0], steps.iloc[-1]
+            def at(row, out: str) -> str:  # a step without the metric says so (it printed <NA>)
+                if pd.isna(row[f"{out}_mean"]):
+                    return f"{'none':>9} at step {int(row['step'])}"
+                return f"{row[f'{out}_mean']:>9.4g} (std {row[f'{out}_std']:.3g}) at step {int(row['step'])}"
+
             for out in ("reward", "ref_reward", "kl", "length", "chars"):
                 if pd.notna(first[f"{out}_mean"]) or pd.notna(last[f"{out}_mean"]):
-                    lines.append(f"  {out:<10} mean {first[f'{out}_mean']:>9.4g} (std {first[f'{out}_std']:.3g}) "
-                                 f"at step {int(first['step'])} -> {last[f'{out}_mean']:>9.4g} "
-                                 f"(std {last[f'{out}_std']:.3g}) at step {int(last['step'])}")
+                    lines.append(f"  {out:<10} mean {at(first, out)} -> {at(last, out)}")
         fields = self._token_fields()
         lines.append("  token arrays: " + (", ".join(fields) + f" (token metrics: {', '.join(self.token_metrics)})"
                                            if fields else "none (sample-level log)" if n else "none (no samples)"))

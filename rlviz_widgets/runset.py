@@ -202,8 +202,8 @@ class RunSet(Run):
                    for name, r in self.runs.items()]
         return " UNION ALL BY NAME ".join(selects)
 
-    def _tokens_sql(self, parts, lines=None) -> str:
-        selects = [f"SELECT * FROM ({r._tokens_sql(mine, sub)})" for _, r, mine, sub in self._split(parts, lines)
+    def _tokens_sql(self, parts, lines=None, limit=None) -> str:
+        selects = [f"SELECT * FROM ({r._tokens_sql(mine, sub, limit)})" for _, r, mine, sub in self._split(parts, lines)
                    if r._token_fields()]
         return " UNION ALL BY NAME ".join(selects) if selects else Run._tokens_sql(self, [], None)
 

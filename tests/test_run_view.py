@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import traitlets
-from conftest import call
+from conftest import call, write_lines
 from ipywidgets.widgets.widget import _instances
 
 import rlviz_widgets as rw
@@ -569,7 +569,7 @@ def test_a_big_groups_detail_stays_small(tmp_path, cache_dir):
     assert len(html_value) < 50_000 and f"sample {best} " in html_value and f"sample {worst} " not in html_value
 
 
-def test_reprs_say_what_is_shown(view):
+def test_reprs_say_what_is_shown(view, logs, cache_dir):
     """repr(RunView) was ipywidgets' dump of every child widget; SampleTable and TokenStrip were ``<... object at
     0x...>``; filter's signature showed ``steps=<object object at 0x...>``."""
     import inspect
@@ -580,6 +580,20 @@ def test_reprs_say_what_is_shown(view):
     assert repr(view.table).startswith(f"SampleTable: {view.table.row_count} rows, where 'step >= 1.0")
     assert repr(view.strip).startswith("TokenStrip: samples [") and "coloured by" in repr(view.strip)
     assert "steps=<unchanged>" in str(inspect.signature(view.filter))
+    write_log(logs.parent / "other", steps=3, samples_per_step=4, tokens=4, ranks=1)
+    both = rw.RunView({"a": view.run, "b": rw.open_run(logs.parent / "other", cache_dir=cache_dir, progress=False)})
+    assert repr(both).startswith("RunView of [a] Run: 2 file(s), 120 samples over 6 steps (0..5); "
+                                 "[b] Run: 1 file(s), 12 samples over 3 steps (0..2)\n")  # it named the first run only
+
+
+def test_summary_of_a_metric_a_step_lacks(tmp_path, open_run):
+    """A metric the first step has and the last lacks printed "<NA> (std <NA>)"."""
+    write_lines(tmp_path / "logs" / "r.jsonl", [
+        {"step": 0, "prompt": "p", "response": "r", "reward": 1.0, "response_tokens": ["a", "b", "c"]},
+        {"step": 1, "prompt": "p", "response": "r", "reward": 2.0}])
+    text = open_run(tmp_path / "logs").summary()
+    assert "  length     mean         3 (std 0) at step 0 ->      none at step 1" in text.splitlines()
+    assert "<NA>" not in text
 
 
 def test_bins_are_checked_before_the_logs_are_read(logs, cache_dir):

@@ -181,8 +181,10 @@ class RunView(W.VBox):
     def __repr__(self) -> str:
         shown = [f"{k}={v!r}" for k, v in (("steps", self.steps), ("reward", self.reward), ("search", self.search),
                                             ("where", self.where)) if v]
-        head = self.run.summary().splitlines()[0]
-        return (f"RunView of {head}\n  filters: {', '.join(shown) or 'none'}; {len(self.selected_ids)} selected")
+        # the first line of each run's summary (a RunSet's has one per run, each starting "[name] Run:")
+        heads = [ln for ln in self.run.summary().splitlines() if ln.startswith(("Run:", "["))]
+        return (f"RunView of {'; '.join(heads)}\n  filters: {', '.join(shown) or 'none'}; "
+                f"{len(self.selected_ids)} selected")
 
     def filter(self, steps=_UNSET, reward=_UNSET, search: str | None = None, where: str | None = None) -> RunView:
         """Restrict the view: inclusive (lo, hi) ranges (either end None), text search, SQL condition.

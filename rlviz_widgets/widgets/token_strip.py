@@ -106,6 +106,13 @@ class TokenStrip(RpcWidget):
             raise traitlets.TraitError(f"color_by must be one of {', '.join(self.metrics)}; got {value!r}")
         return value
 
+    @traitlets.validate("metrics")
+    def _check_metrics(self, proposal):
+        # read-only: the run's token metrics (color_by is checked against them)
+        if list(proposal["value"]) != list(self._run.token_metrics):
+            raise traitlets.TraitError(f"metrics is read-only: the run's token metrics, {self._run.token_metrics}")
+        return proposal["value"]
+
     @traitlets.validate("sample_ids")
     def _check_ids(self, proposal):
         ids = list(proposal["value"])
@@ -139,8 +146,10 @@ class TokenStrip(RpcWidget):
     @rpc
     def strips(self):
         samples, buffers = [], []
-        arrays = self._run.token_arrays(self.sample_ids)
-        shares = _shares([len(s["tokens"]) for s in arrays])
+        # what is sent is cut before it is read: a sample of millions of tokens costs what 32k cost
+        counts = self._run._rows(self.sample_ids, ["n_tokens"])["n_tokens"].fillna(0).astype(int).tolist()
+        arrays = self._run.token_arrays(self.sample_ids, limit=max(_shares(counts), default=0))
+        shares = _shares([s["n_tokens"] for s in arrays])
         chars_each = MAX_STRIP_CHARS // max(len(arrays), 1)
         for s, share in zip(arrays, shares):
             tokens, chars = [], 0
@@ -158,7 +167,7 @@ class TokenStrip(RpcWidget):
             reward = "" if s["reward"] is None else f" · reward {s['reward']:.4g}"
             samples.append({"sample_id": s["sample_id"], "step": s["step"], "reward": s["reward"],
                             "label": f"step {s['step']} · sample {s['sample_id']}{reward}",
-                            "tokens": tokens, "more": max(len(s["tokens"]) - share, 0), "buffers": index})
+                            "tokens": tokens, "more": max(s["n_tokens"] - share, 0), "buffers": index})
         return {"generation": self.generation, "metrics": self.metrics, "samples": samples}, buffers
 
     @rpc
