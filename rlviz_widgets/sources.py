@@ -117,7 +117,10 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
                 if not _utf8(path):
                     _report(problems, _shown(path), "unreadable_file", NOT_UTF8)
                 elif os.path.isfile(path):
-                    out.append(Path(path).resolve())
+                    if (why := _no_json_lines(Path(path), suffixes)) is not None:  # a .jsonl that is gzip...
+                        _report(problems, _shown(path), *why)
+                    else:
+                        out.append(Path(path).resolve())
                 elif (why := _not_a_file(path)) is not None:
                     _report(problems, _shown(path), "unreadable_file", why)
             elif name.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):

@@ -276,6 +276,9 @@ def test_a_compressed_or_parquet_file_named_as_a_log_is_said_not_read_as_text(tm
     trl.rename(logs / "sft_data.parquet")
     run = open_run(logs)
     assert run.format == "rlb" and len(run.samples) == 2
+    # the gzip under a .jsonl name, found by the folder's walk: said so by its first bytes (it was read as text:
+    # "76 bytes without a newline (a job still writing?)")
+    assert kinds(run) == [("rank1.jsonl.gz", "compressed_file"), ("rank2.jsonl", "compressed_file")]
 
 
 def test_a_dangling_link_or_a_pipe_among_the_logs_is_said(tmp_path, open_run):
