@@ -73,11 +73,14 @@ def make_record(rng: random.Random, step: int, index: int, n_tokens: int, *, pro
 
 
 def write_log(folder: str | Path, *, steps: int = 10, samples_per_step: int = 64, tokens: int = 64,
-              ranks: int = 2, seed: int = 0, step_gap: int = 1, group_size: int = 0) -> list[Path]:
+              ranks: int = 2, seed: int = 0, step_gap: int = 1, group_size: int = 0, solved_every: int = 0,
+              ) -> list[Path]:
     """Write a multi-rank log folder; returns the files written.
 
     Samples of each step are dealt round-robin over ``ranks`` files, as data-parallel
-    ranks write them. ``group_size`` > 0 gives GRPO groups (several responses per prompt).
+    ranks write them. ``group_size`` > 0 gives GRPO groups (several responses per prompt);
+    ``solved_every`` > 0 makes every that many-th group one that all its responses solve (reward 1.0
+    each: a group of no spread, no learning signal, as GRPO gets on easy prompts).
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -95,6 +98,9 @@ def write_log(folder: str | Path, *, steps: int = 10, samples_per_step: int = 64
                     group = i // group_size
                     prompt = f"Question {group}: what is {group % 13} + 1?"  # the same prompts recur every step
                 rec = make_record(rng, step, i, n, progress=progress, group=group, prompt=prompt)
+                if group is not None and solved_every and group % solved_every == solved_every - 1:
+                    rec["token_rewards"][-1] += 1.0 - rec["reward"]
+                    rec["reward"], rec["acc"] = 1.0, 1.0
                 handles[i % ranks].write(json.dumps(rec, ensure_ascii=False) + "\n")
     finally:
         for h in handles:

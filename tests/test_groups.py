@@ -167,3 +167,15 @@ def test_a_set_of_runs_on_the_same_prompts_keeps_each_runs_groups(tmp_path, cach
     table.selected_ids = table._data.loc[table._data["group"] == "baseline/1:0", "sample_id"].tolist()
     assert "baseline/1:0" in view.group_detail.value and "<td>0</td><td>4</td>" in view.prompt_history.value
     assert "<td>0</td><td>8</td>" not in view.prompt_history.value  # the other run's responses are not counted
+
+
+def test_the_demo_grpo_run_has_groups_to_flag(tmp_path, open_run):
+    """The quickstart says groups whose rewards are all equal are flagged; the demo run had none to show."""
+    from rlviz_widgets.demo import demo_grpo_log
+
+    run = open_run(demo_grpo_log(tmp_path / "grpo"))
+    g = groups.groups(run)
+    assert len(g) == 30 * 16 and g["zero_spread"].sum() == 30 * 3  # groups 4, 9 and 14 of each step
+    assert set(g.loc[g.zero_spread, "reward_mean"]) == {1.0}
+    s = run.samples
+    assert (s.loc[s.reward == 1.0, "acc"] == 1.0).all()
