@@ -642,11 +642,13 @@ class Run:
                         "skipped until the line is complete")]
 
     def _check_cache_location(self, files: list[Path]) -> None:
-        named = source_folders(self.source)
-        for d in named | {f.parent for f in files}:
+        named = source_folders(self.source, globs=False)
+        for d in source_folders(self.source) | {f.parent for f in files}:
             if self.cache_root == d or d in self.cache_root.parents:
                 if d not in named and self.cache_root == cachemod.user_cache_root() and d != self.cache_root:
-                    continue  # the platform's own (~/.cache/...) by a log file in ~: no choice of the user's
+                    # the platform's own (~/.cache/...) by log files in ~, named or matched by a glob (which passes
+                    # over hidden folders, as the cache's): no choice of the user's
+                    continue
                 raise ValueError(f"the cache dir {self.cache_root} is inside the log folder {d}; "
                                  "logs are read-only to rlviz_widgets: choose another cache_dir")
 

@@ -266,15 +266,15 @@ def named_files(source) -> set[Path]:
     return out
 
 
-def source_folders(source) -> set[Path]:
-    """The folders the user named (and the fixed folders of glob patterns): logs live below them."""
+def source_folders(source, globs: bool = True) -> set[Path]:
+    """The folders the user named (and, with ``globs``, the fixed folders of glob patterns): logs live below them."""
     items = _items(source)
     out = set()
     for item in items:
         path = Path(os.fspath(item)).expanduser()
         if path.is_dir():
             out.add(path.resolve())
-        elif glob.has_magic(str(path)) and not path.exists():  # a file named exp[lr=1e-4].jsonl is no pattern
+        elif globs and glob.has_magic(str(path)) and not path.exists():  # exp[lr=1e-4].jsonl is no pattern
             parts = []
             for part in path.parts:
                 if glob.has_magic(part):

@@ -494,7 +494,7 @@ def test_cache_dir_in_the_top_log_folder_with_nested_runs_is_refused(tmp_path):
 def test_a_log_file_in_home_opens_with_the_platform_cache_dir(tmp_path, monkeypatch):
     """``open_run("~/rollout.jsonl")`` with no cache_dir failed: the platform's cache dir (~/.cache/rlviz_widgets)
     is below the file's folder, which counted as a log folder. The user chose neither; a cache dir they name
-    there, or their home named as the log folder, is still refused."""
+    there, or their home named as the log folder, is still refused. So with a glob of files in the home."""
     home = tmp_path / "home"
     log = write_lines(home / "rollout.jsonl", records(0, 3))
     monkeypatch.delenv("RLVIZ_CACHE_DIR")
@@ -503,6 +503,9 @@ def test_a_log_file_in_home_opens_with_the_platform_cache_dir(tmp_path, monkeypa
     run = rlviz_widgets.open_run(log, progress=False)
     assert len(run.samples) == 3 and run.cache_root == home / ".cache" / "rlviz_widgets"
     assert any(run.cache_root.rglob("*.parquet"))
+    # a glob there too ("~/*.jsonl", "~/**/*.jsonl": globs pass over hidden folders, as the cache's): it was refused
+    for pattern in ("*.jsonl", "**/*.jsonl"):
+        assert len(rlviz_widgets.open_run(str(home / pattern), progress=False).samples) == 3
     for bad in ({"cache_dir": home / ".rlviz"}, {"source": home}):
         with pytest.raises(ValueError, match="inside the log folder"):
             rlviz_widgets.open_run(bad.get("source", log), cache_dir=bad.get("cache_dir"), progress=False)
