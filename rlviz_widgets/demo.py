@@ -20,7 +20,7 @@ def demo_log(folder: str | Path | None = None) -> Path:
 
 def demo_grpo_log(folder: str | Path | None = None) -> Path:
     """A GRPO-like run (30 steps, 16 prompts x 8 responses each, 2 ranks), generated once."""
-    folder = Path(folder) if folder else default_cache_root() / "demo-logs" / "grpo-run"
+    folder = Path(folder) if folder else default_cache_root() / "demo-logs" / "grpo-run-2"  # -2: with solved groups
     if not any(folder.glob("*.jsonl")):
         write_log(folder, steps=30, samples_per_step=128, tokens=64, ranks=2, seed=11, group_size=8,
                   solved_every=5)

@@ -117,7 +117,7 @@ def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> lis
                 if not _utf8(path):
                     _report(problems, _shown(path), "unreadable_file", NOT_UTF8)
                 elif os.path.isfile(path):
-                    if (why := _no_json_lines(Path(path), suffixes)) is not None:  # a .jsonl that is gzip...
+                    if (why := _sniffed(path, suffixes)) is not None:  # a .jsonl that is gzip...
                         _report(problems, _shown(path), *why)
                     else:
                         out.append(Path(path).resolve())
@@ -156,6 +156,25 @@ def _no_json_lines(path: Path, suffixes: tuple[str, ...]) -> tuple[str, str] | N
         return "compressed_file", COMPRESSED_LOG
     return next(((kind, why) for magic, kind, why in _MAGIC
                  if head.startswith(magic) and not (kind == "parquet_file" and ".parquet" in suffixes)), None)
+
+
+_SNIFFED: dict[tuple, tuple[str, str] | None] = {}  # (path, suffixes, file identity) -> _no_json_lines' answer
+
+
+def _sniffed(path: str, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
+    """``_no_json_lines`` of a file a folder's walk found, remembered while the file is unchanged: a followed run's
+    walk (every few seconds) opens only the files written since, not thousands (on a network mount, a round trip
+    each)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # the read reports it
+    key = (path, suffixes, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _SNIFFED:
+        if len(_SNIFFED) > 100_000:
+            _SNIFFED.clear()
+        _SNIFFED[key] = _no_json_lines(Path(path), suffixes)
+    return _SNIFFED[key]
 
 
 def _not_a_file(path: str) -> str | None:

@@ -287,10 +287,16 @@ def test_a_long_first_line_is_detected_without_parsing_its_floats(tmp_path, monk
     monkeypatch.setattr(detectmod, "LONG_LINE", 0)  # every line "long"
     assert [detectmod.detect(tmp_path / f) for f in folders] == before
     assert calls == []
-    # a line DuckDB refuses (NaN) still goes to json.loads; a line of no object gives no record
-    (tmp_path / "nan").mkdir()
-    (tmp_path / "nan" / "a.jsonl").write_text('[1]\n{"prompt": "p", "response": "r", "reward": NaN, "step": 0}\n')
-    assert detectmod.detect(tmp_path / "nan") == "rlb" and len(calls) == 1
+    # a line DuckDB refuses (a lone surrogate) or with a key twice (json.loads reads the last value, DuckDB the
+    # first) still goes to json.loads; a line of no object gives no record
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "a.jsonl").write_text('[1]\n{"prompt": "\\ud800", "response": "r", "step": 0}\n')
+    assert detectmod.detect(tmp_path / "odd") == "rlb" and len(calls) == 2
+    (tmp_path / "twice").mkdir()
+    (tmp_path / "twice" / "a.jsonl").write_text(
+        '{"prompt": [1, 2], "prompt": "p", "response": "r", "prompt_idx": 1, "response_tokens": [1], "step": 0}\n')
+    calls.clear()
+    assert detectmod.detect(tmp_path / "twice") == "rlb" and len(calls) == 1  # texts: not open-instruct's ids
 
 
 def test_unknown_format_name(tmp_path, cache_dir):

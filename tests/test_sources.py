@@ -452,3 +452,21 @@ def test_a_big_indented_record_is_read(tmp_path, open_run, monkeypatch):
     write_lines(tmp_path / "logs" / "rank0.jsonl", [" " * 80 + json.dumps(r)])
     run = open_run(tmp_path / "logs")
     assert len(run.samples) == 1 and run.problems.empty
+
+
+def test_a_walk_sniffs_each_file_once_while_it_is_unchanged(tmp_path, monkeypatch):
+    """A followed run walks its folder every few seconds: the first bytes of each log were read on every walk."""
+    from rlviz_widgets import sources
+
+    logs = tmp_path / "logs"
+    for r in range(3):
+        write_lines(logs / f"rank{r}.jsonl", records(0, 2))
+    seen = []
+    real = sources._no_json_lines
+    monkeypatch.setattr(sources, "_no_json_lines", lambda p, s: seen.append(p.name) or real(p, s))
+    assert len(sources.resolve(logs, (".jsonl",))) == 3
+    assert sorted(seen) == ["rank0.jsonl", "rank1.jsonl", "rank2.jsonl"]
+    with open(logs / "rank1.jsonl", "a") as f:
+        f.write(json.dumps(records(1, 1)[0]) + "\n")
+    seen.clear()
+    assert len(sources.resolve(logs, (".jsonl",))) == 3 and seen == ["rank1.jsonl"]  # the one written since

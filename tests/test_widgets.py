@@ -368,3 +368,14 @@ def test_a_table_with_chosen_columns_reloads_after_a_column_left(tmp_path, open_
     assert run.refresh()
     table.reload()
     assert table.visible_columns == ["sample_id", "reward"] and table.row_count == 1
+
+
+def test_a_strip_of_a_run_without_token_strings_says_nothing_more(tmp_path, open_run):
+    """Token metrics without token strings draw no chips: "40 more tokens, not sent" under an empty strip was wrong."""
+    rec = {"step": 0, "prompt": "p", "response": "r", "reward": 1.0,
+           "logprobs": [-0.1] * 40, "ref_logprobs": [-0.2] * 40}
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "r.jsonl").write_text((json.dumps(rec) + "\n") * 2)
+    run = open_run(tmp_path / "logs")
+    content, _ = call(rw.TokenStrip(run, run.samples.sample_id.tolist()), "strips")
+    assert [(s["tokens"], s["more"]) for s in content["result"]["samples"]] == [([], 0), ([], 0)]

@@ -104,7 +104,10 @@ def first_record(path: Path) -> dict | None:
 def _skeleton(text: str) -> dict | None:
     """A long line's top-level keys, with the values ``by_fields`` reads (texts, one-item lists), parsed by DuckDB:
     ``json.loads`` makes a Python object of every float (seconds for a 100 MB line, on every open, warm too).
-    None when DuckDB finds no object (a line it refuses, NaN or not, goes to ``json.loads``)."""
+    None when DuckDB finds no object: a line it refuses (a lone surrogate escape), or with a key written twice (DuckDB
+    reads the first value, json.loads the last), goes to ``json.loads``. DuckDB is more lenient than json.loads (a
+    trailing comma, nesting past Python's recursion limit): such a line is told by its keys, as the reader, DuckDB
+    too, reads it."""
     import duckdb  # (here: the module is imported by every open, and this is rare)
 
     read = ("prompt", "response", *WRAPPED)
@@ -115,6 +118,8 @@ def _skeleton(text: str) -> dict | None:
             # a parse per function: the keys, and the few values read, as JSON text
             sql = "SELECT json_keys(j), json_transform(j, ?) FROM (SELECT ? j)"
             keys, values = con.execute(sql, [json.dumps(dict.fromkeys(read, "JSON")), text]).fetchone()
+            if len(set(keys)) != len(keys):
+                return None
             rec: dict = dict.fromkeys(keys)
             for key in read:
                 v = values.get(key)

@@ -167,7 +167,8 @@ class TokenStrip(RpcWidget):
             reward = "" if s["reward"] is None else f" · reward {s['reward']:.4g}"
             samples.append({"sample_id": s["sample_id"], "step": s["step"], "reward": s["reward"],
                             "label": f"step {s['step']} · sample {s['sample_id']}{reward}",
-                            "tokens": tokens, "more": max(s["n_tokens"] - share, 0), "buffers": index})
+                            "tokens": tokens, "more": max((s["n_tokens"] if s["tokens"] else 0) - share, 0),
+                            "buffers": index})  # (no token strings: no chips, and nothing "more" to say)
         return {"generation": self.generation, "metrics": self.metrics, "samples": samples}, buffers
 
     @rpc
