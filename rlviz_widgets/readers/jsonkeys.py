@@ -22,6 +22,7 @@ from ..lines import find_byte
 QUOTE, COLON, SPACE, TAB, CR, BACKSLASH = 34, 58, 32, 9, 13, 92
 MAX_READS = 8  # keys read per group before the rest of it is read one by one
 MAX_KEY_BYTES = 65536  # keys are looked for this far back from their closing quote
+WINDOW_ROWS = 8192  # keys whose bytes before are looked at in one go (each a row of up to 12 bytes per character)
 
 
 def scan(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None) -> tuple:
@@ -174,9 +175,10 @@ def escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarr
     for e in set(enders):
         near |= last_bytes == e
     at = np.flatnonzero(near)
-    if len(at):
-        window = close[at, None] - np.arange(1, reach + 1)
-        near[at] = (data[np.maximum(window, 0)] == BACKSLASH).any(axis=1)
+    back = np.arange(1, reach + 1)
+    for k in range(0, len(at), WINDOW_ROWS):  # in batches: a window per key ending so (keys ending in digits: all)
+        rows = at[k:k + WINDOW_ROWS]
+        near[rows] = (data[np.maximum(close[rows, None] - back, 0)] == BACKSLASH).any(axis=1)
     out = np.zeros(len(close), dtype=bool)
     for i in np.flatnonzero(near).tolist():
         raw = key_before(data, int(close[i]))
