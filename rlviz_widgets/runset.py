@@ -25,6 +25,8 @@ class RunSet(Run):
     (``histograms(..., by=("run",))`` splits them), ``tokens()``, ``files`` and ``problems`` are the runs'
     together (sample ids and files are each one run's: ``samples`` says which)."""
 
+    _NUMS_BY_FILE = False  # its number table is remade whole (each run's files are numbered on their own)
+
     def __init__(self, runs: dict[str, Run]):  # not super().__init__: that would open logs again
         if not runs:
             raise ValueError("RunSet needs at least one run")
