@@ -44,6 +44,17 @@ def test_many_files_quick_prints_the_table(tmp_path):
     assert "| (many) a file per step |" in out_md.read_text()
 
 
+def test_refresh_quick_prints_the_table(tmp_path):
+    out_md = tmp_path / "refresh_quick.md"
+    out = run_benchmark("refresh.py", "--quick", "--out", str(out_md), timeout=600)
+    for case in ("whole", "by_change"):
+        m = re.search(rf"^\| \({case}\) [^|]+\| ([0-9.]+) \| ([0-9.]+) \| [0-9]+ \| ([0-9.]+)x \|$", out, re.M)
+        assert m, f"no row for case ({case}) in:\n{out}"
+        assert 0 < float(m.group(1)) <= float(m.group(2)) and (case != "whole" or float(m.group(3)) == 1.0)
+    assert re.search(r"A refresh is [0-9.]+x faster when only what changed is read\.", out)
+    assert "| (by_change) brought up to date by what changed |" in out_md.read_text()
+
+
 def test_cap_quick_prints_the_table(tmp_path):
     out_md = tmp_path / "cap_quick.md"
     out = run_benchmark("cap.py", "--quick", "--repeats", "1", "--out", str(out_md), timeout=600)
