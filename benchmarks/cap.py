@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
+from benchmarks.common import interleaved, now, peak_rss_mb, run_as_worker, write_results  # noqa: E402
 from benchmarks.ingest import MB, log_args, log_dir, log_size  # noqa: E402
 
 CAP = 16
@@ -75,14 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="rlviz_cap_"))
     try:
         logdir, params = log_dir(args, scratch)
-        results: dict[str, list[dict]] = {c: [] for c in CASES}
-        for i in range(args.repeats):  # interleaved: a machine growing busier slows every case alike
-            for c in CASES:
-                cold = scratch / f"cache_{c}_{i}"
-                results[c].append(run_worker(__file__, [c, "--logdir", str(logdir), "--cache", str(cold)]))
-                shutil.rmtree(cold, ignore_errors=True)
-            print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
-                                                            for c in CASES), flush=True)
+        results = interleaved(__file__, CASES, args.repeats, scratch, lambda c: logdir)
         full = results["b"][0]["counts"]
         for c, rs in results.items():
             want = expected(c, full, params["steps"])

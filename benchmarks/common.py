@@ -63,6 +63,27 @@ def run_worker(script: str | Path, args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def interleaved(script: str | Path, cases, repeats: int, scratch: Path, logdir, copy: bool = False,
+                shown=lambda r: f"{r['seconds']:.3f} s") -> dict[str, list[dict]]:
+    """Every case once per repeat, interleaved (a machine growing busier slows every case alike), each by
+    ``run_worker`` on ``logdir(case)`` and a fresh cache dir, deleted after; a line per repeat, ``shown`` per case.
+    ``copy``: the worker gets a copy of the log folder of its own (it appends to it), deleted after too."""
+    import shutil
+
+    results: dict[str, list[dict]] = {c: [] for c in cases}
+    for i in range(repeats):
+        for c in cases:
+            logs, cache = Path(logdir(c)), scratch / f"cache_{c}_{i}"
+            if copy:
+                logs = Path(shutil.copytree(logs, scratch / f"logs_{c}_{i}"))
+            results[c].append(run_worker(script, [c, "--logdir", str(logs), "--cache", str(cache)]))
+            shutil.rmtree(cache, ignore_errors=True)
+            if copy:
+                shutil.rmtree(logs, ignore_errors=True)
+        print(f"run {i + 1}/{repeats}: " + ", ".join(f"({c}) {shown(results[c][-1])}" for c in cases), flush=True)
+    return results
+
+
 # ---------------------------------------------------------------------------------------------------- baseline
 def json_cell(v):
     """A DataFrame value as JSON (what a naive rows handler would do)."""

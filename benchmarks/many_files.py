@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_worker_args, now, run_as_worker, run_worker, write_results  # noqa: E402
+from benchmarks.common import add_worker_args, interleaved, now, run_as_worker, write_results  # noqa: E402
 
 FULL = {"files": 200, "samples": 32, "tokens": 128}
 QUICK = {"files": 20, "samples": 16, "tokens": 64}
@@ -79,14 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         logs = make_logs(scratch / "logs", spec)
         mb = sum(p.stat().st_size for p in logs["one"].iterdir()) / 2**20
-        results: dict[str, list[dict]] = {c: [] for c in CASES}
-        for i in range(args.repeats):
-            for case in CASES:  # interleaved: a busy moment of the machine falls on every case alike
-                cache = scratch / f"cache_{case}_{i}"
-                results[case].append(run_worker(__file__, [case, "--logdir", str(logs[case]), "--cache", str(cache)]))
-                shutil.rmtree(cache, ignore_errors=True)
-            print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
-                                                            for c in CASES), flush=True)
+        results = interleaved(__file__, CASES, args.repeats, scratch, logs.get)
         if len({r["samples"] for rs in results.values() for r in rs}) != 1:
             raise SystemExit("the cases disagree on the sample count")
         med = {c: statistics.median(r["seconds"] for r in rs) for c, rs in results.items()}

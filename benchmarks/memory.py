@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import QUICK_NOTE, now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
+from benchmarks.common import QUICK_NOTE, interleaved, now, peak_rss_mb, run_as_worker, write_results  # noqa: E402
 from benchmarks.ingest import FULL, MB, QUICK, log_args, log_size, make_log  # noqa: E402
 
 CASES = {"x1": "the ingest benchmark's log", "x4": "4x the steps"}
@@ -61,18 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         base = args.dir.resolve() if args.dir else scratch / "logs"
         spec = QUICK if args.quick else FULL
         specs = {"x1": spec, "x4": {**spec, "steps": 4 * spec["steps"], "min_mb": 4 * spec["min_mb"]}}
-        dirs, results = {}, {c: [] for c in CASES}
+        dirs = {}
         for c, s in specs.items():
             dirs[c] = base / c
             dirs[c].mkdir(parents=True, exist_ok=True)
             make_log(dirs[c], s)
-        for i in range(args.repeats):
-            for c in CASES:
-                cold = scratch / f"cache_{c}_{i}"
-                results[c].append(run_worker(__file__, [c, "--logdir", str(dirs[c]), "--cache", str(cold)]))
-                shutil.rmtree(cold, ignore_errors=True)
-            print(f"run {i + 1}/{args.repeats}: " + ", ".join(
-                f"({c}) {results[c][-1]['after_open_mb']:.0f} MB" for c in CASES), flush=True)
+        results = interleaved(__file__, CASES, args.repeats, scratch, dirs.get,
+                              shown=lambda r: f"{r['after_open_mb']:.0f} MB")
         med = {c: {k: statistics.median(r[k] for r in rs) for k in ("seconds", "after_open_mb", "after_look_mb")}
                for c, rs in results.items()}
         rows = ["| log | MB | samples | open s (median) | peak RSS after open MB | after a first look MB | "

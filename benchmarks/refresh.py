@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_worker_args, now, peak_rss_mb, run_as_worker, run_worker, write_results  # noqa: E402
+from benchmarks.common import add_worker_args, interleaved, now, peak_rss_mb, run_as_worker, write_results  # noqa: E402
 
 FULL = {"samples": 1_000_000, "refreshes": 20}
 QUICK = {"samples": 50_000, "refreshes": 5}
@@ -78,16 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         write_sample_log(source, samples=spec["samples"], steps=100, ranks=4)
         (source / "refreshes").write_text(str(spec["refreshes"]))
         mb = sum(p.stat().st_size for p in source.glob("*.jsonl")) / 2**20
-        results: dict[str, list[dict]] = {c: [] for c in CASES}
-        for i in range(args.repeats):
-            for case in CASES:  # each on a fresh copy: the appends of one case are not the other's
-                logs, cache = scratch / f"logs_{case}_{i}", scratch / f"cache_{case}_{i}"
-                shutil.copytree(source, logs)
-                results[case].append(run_worker(__file__, [case, "--logdir", str(logs), "--cache", str(cache)]))
-                shutil.rmtree(logs, ignore_errors=True)
-                shutil.rmtree(cache, ignore_errors=True)
-            print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
-                                                            for c in CASES), flush=True)
+        # each on a copy of its own: the appends of one case are not the other's
+        results = interleaved(__file__, CASES, args.repeats, scratch, lambda c: source, copy=True)
         if len({r["samples"] for rs in results.values() for r in rs}) != 1:
             raise SystemExit("the cases disagree on the sample count")
         med = {c: statistics.median(r["seconds"] for r in rs) for c, rs in results.items()}
