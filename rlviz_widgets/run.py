@@ -12,7 +12,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -836,8 +836,9 @@ class Run:
             # saw the files, so the same logs would keep other samples on another cache
             qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file) "
                        f"<= {int(self.max_samples_per_step)}")
-        some = self._samples_sql(parts, names=names, pad=True) if parts is not None else None
-        return (f"SELECT * FROM ({some or self._samples_sql(self._parts(), names=names)}) "
+        source = (self._samples_sql(self._parts(), names=names) if parts is None else
+                  self._samples_sql(parts, names=names, pad=True))
+        return (f"SELECT * FROM ({source}) "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
 
     def _init_token_sources(self) -> None:
@@ -1273,12 +1274,16 @@ class Run:
                         if self._file_no.get(p) in held)
         return tuple(ids), tuple(epochs)
 
-    def token_arrays(self, sample_ids: Iterable[int], limit: int | None = None) -> list[dict]:
+    def token_arrays(self, sample_ids: Iterable[int],
+                     limit: int | Callable[[list[int]], int] | None = None) -> list[dict]:
         """Per sample: id, step, reward, n_tokens, token strings and each token metric as a float32 array (``limit``:
-        the first that many tokens of each; ``n_tokens`` counts them all)."""
+        the first that many tokens of each, or a function of the samples' ``n_tokens`` giving it; ``n_tokens``
+        counts them all)."""
         ids = self._in_run(_id_list(sample_ids))
-        toks = self._tokens_of(ids, limit)
         info = self._rows_of(ids, ["sample_id", "step", "reward", "n_tokens"]) if ids else pd.DataFrame()
+        if callable(limit):
+            limit = limit([0 if pd.isna(n) else int(n) for n in info["n_tokens"]] if ids else [])
+        toks = self._tokens_of(ids, limit)
         out = []
         groups = dict(tuple(toks.groupby("sample_id", sort=False))) if len(toks) else {}
         for _, r in info.iterrows():

@@ -147,8 +147,7 @@ class TokenStrip(RpcWidget):
     def strips(self):
         samples, buffers = [], []
         # what is sent is cut before it is read: a sample of millions of tokens costs what 32k cost
-        counts = self._run._rows(self.sample_ids, ["n_tokens"])["n_tokens"].fillna(0).astype(int).tolist()
-        arrays = self._run.token_arrays(self.sample_ids, limit=max(_shares(counts), default=0))
+        arrays = self._run.token_arrays(self.sample_ids, limit=lambda counts: max(_shares(counts), default=0))
         shares = _shares([s["n_tokens"] for s in arrays])
         chars_each = MAX_STRIP_CHARS // max(len(arrays), 1)
         for s, share in zip(arrays, shares):
