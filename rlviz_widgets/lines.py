@@ -12,6 +12,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -42,6 +43,8 @@ class Chunk:
     repeats: np.ndarray | None = None  # line numbers where a key may be written twice, when a reader found them early
     steps: np.ndarray | None = None  # each line's step as its bytes tell it, when a reader asked early
     final: bool = False  # the read reached the end of the file (as it was when its reading began)
+    native: Future | None = None  # (its lines with their number lists written [], {field: the lists}) when read
+    # ahead by ``rlviz_widgets.native`` (a Future of that, or of None: lines it cannot read so)
 
 
 class BufferPool:
@@ -49,13 +52,14 @@ class BufferPool:
 
     Fresh memory costs more than the read itself (the kernel zeroes every page on first touch; on a
     virtual machine the host may have to back each page too), so at most ``limit`` buffers are made:
-    one being parsed, one being read or waiting for the parser (the reader is faster than the parser,
-    so a third one only holds memory). Past that, ``get`` waits for one to come back (and makes a new
+    one being parsed, one whose number arrays are being read (``native``, on a thread of its own) and one
+    being read (with two, the read of a chunk waited for the parse of the one two before, and the parser
+    for both). Past that, ``get`` waits for one to come back (and makes a new
     one after ``patience`` seconds, so a consumer that stopped handing chunks back never blocks the
     reader for good).
     """
 
-    def __init__(self, limit: int = 2, patience: float = 1.0) -> None:
+    def __init__(self, limit: int = 3, patience: float = 1.0) -> None:
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         self.limit, self.patience, self.made = limit, patience, 0
 

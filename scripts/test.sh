@@ -10,5 +10,5 @@ if [ ! -x /usr/lib/chromium/chromium ]; then
 fi
 scripts/setup.sh test
 (cd js && npm ci --no-audit --no-fund --loglevel=error && npx vitest run)
-.venv/bin/ruff check rlviz_widgets tests benchmarks
+.venv/bin/ruff check rlviz_widgets tests benchmarks hatch_build.py
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -78,6 +78,15 @@ def test_wheel_ships_data_and_front_ends(wheel):
     assert "rlviz_widgets/__main__.py" in names
     outside = [n for n in names if not n.startswith(("rlviz_widgets/", "rlviz_widgets-"))]
     assert not outside, f"files outside the package: {outside}"
+    _check_native(names, wheel)
+
+
+def _check_native(names: list[str], wheel: Path) -> None:
+    """With a C compiler, the build hook (hatch_build.py) compiled the array reader into a platform wheel."""
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+        return
+    assert "rlviz_widgets/native/_arrays.so" in names
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name  # machine code: not a pure-Python wheel
 
 
 def test_installed_wheel_opens_the_bundled_run(wheel, tmp_path):
@@ -99,11 +108,15 @@ def test_sdist_ships_data_and_front_ends_and_builds_a_wheel(tmp_path):
         names = tar.getnames()
     top = sdist.name.removesuffix(".tar.gz") + "/"
     _check_package_files(names, top)
-    assert {top + "pyproject.toml", top + "README.md", top + "PKG-INFO"} <= set(names)
+    assert {top + "pyproject.toml", top + "README.md", top + "PKG-INFO", top + "hatch_build.py",
+            top + "rlviz_widgets/native/arrays.c"} <= set(names)
+    assert not [n for n in names if n.endswith(".so")]  # built by whoever installs it
     assert not [n for n in names if n.removeprefix(top).startswith(NOT_SHIPPED)]
     # pip installing from the sdist: no js/ in it, so the hook only checks the built files it holds
-    wheel_names = zipfile.ZipFile(_pip_wheel(sdist, tmp_path / "from_sdist")).namelist()
+    from_sdist = _pip_wheel(sdist, tmp_path / "from_sdist")
+    wheel_names = zipfile.ZipFile(from_sdist).namelist()
     _check_package_files(wheel_names, "")
+    _check_native(wheel_names, from_sdist)
 
 
 def test_the_demo_command_ends_in_jupyterlab(tmp_path):

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 import re
+from concurrent.futures import Future
 from pathlib import Path
 
 import duckdb
@@ -30,6 +31,7 @@ from ..custom_columns import (
 )
 from ..lines import Chunk, find_byte, line_bytes
 from ..metrics import ARRAYS, with_reductions
+from ..native import read_arrays_later
 from ..problems import short as _short
 from .jsonkeys import LONG_KEY, candidate_keys, equal_at, odd_values, repeated_keys, scan
 from .tokens import id_strings, spell_ids
@@ -221,13 +223,35 @@ class RLBReader:
     # -- parsing -----------------------------------------------------------------------------
     scan_byte = ord(":")  # read_chunks finds these with the newlines: keys end at colons
 
-    def prepare(self, chunk: Chunk) -> None:
+    def prepare(self, chunk: Chunk, arrays: bool = True) -> None:
         """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, the lines
-        where a text field may not be a string, and those where a key may be written twice."""
+        where a text field may not be a string, and those where a key may be written twice; with ``arrays``, its
+        number arrays too (``_native``: on a thread of their own)."""
         scanned = scan(chunk.lines, chunk.found) if len(chunk.lines) else None
         chunk.keys = candidate_keys(chunk.lines, chunk.found, scanned)
         chunk.odd = self._odd_lines(chunk, scanned)
         chunk.repeats = chunk.numbers[repeated_keys(chunk.lines, chunk.found, scanned)]
+        chunk.native = self._native(chunk) if arrays else None
+
+    def _native(self, chunk: Chunk) -> Future | None:
+        """The chunk's number arrays being read by ``native.read_arrays`` (beside DuckDB's parse of the chunk
+        before), or None: only the arrays the transform would read as FLOAT[] from a key of their own, in chunks
+        of object lines without another spelling of those keys (json_transform matches keys whatever their
+        case)."""
+        if chunk.keys is None or not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
+            return None
+        schema, ex, _ = self._spec(chunk.keys)
+        refs = " ".join(v for v in ex.values() if v)
+        fields = {}
+        for a in ARRAYS:
+            key = self.fields()[a]
+            ref = f"r.{_q(key)}"
+            if schema.get(key) == "FLOAT[]" and ex.get(a) == ref and refs.count(ref) == 1:
+                fields[a] = key
+        folded = {k.casefold() for k in fields.values()}
+        if not fields or any(k.casefold() in folded and k not in fields.values() for k in chunk.keys):
+            return None
+        return read_arrays_later(chunk.lines, fields)
 
     def _odd_lines(self, chunk: Chunk, scanned: tuple | None = None) -> np.ndarray:
         """The numbers of the lines where a text field may hold a value that is not a string."""
@@ -255,14 +279,15 @@ class RLBReader:
             return [readers[0].parse(con, chunks[0])]
         for c, r in zip(chunks, readers):
             if c.keys is None or c.odd is None or c.repeats is None:
-                r.prepare(c)
+                r.prepare(c, arrays=False)
         at = [k * BATCH_STRIDE for k in range(len(chunks))]  # chunk k's line n is k * BATCH_STRIDE + n meanwhile
         combined = Chunk(pa.concat_arrays([c.lines for c in chunks]),
                          np.concatenate([c.numbers + a for c, a in zip(chunks, at)]),
                          np.concatenate([c.first_bytes for c in chunks]), 0, 0,
                          keys=set().union(*(c.keys for c in chunks)),
                          odd=np.concatenate([np.asarray(c.odd, np.int64) + a for c, a in zip(chunks, at)]),
-                         repeats=np.concatenate([np.asarray(c.repeats, np.int64) + a for c, a in zip(chunks, at)]))
+                         repeats=np.concatenate([np.asarray(c.repeats, np.int64) + a for c, a in zip(chunks, at)]),
+                         native=_joined([c.native for c in chunks]))
         table, problems = self._parse(con, combined, [r.file_step for r in readers])
         # the per-sample reductions once for all (the writer adds them to a part that lacks them: ~2 ms each)
         return _split(None if table is None else with_reductions(table), problems, len(chunks))
@@ -276,29 +301,35 @@ class RLBReader:
         odd = np.flatnonzero(chunk.first_bytes != _BRACE)
         if len(odd):  # blank, indented or not an object: sort those out first
             raw = _repair(raw, odd, problems)
-        for attempt in range(3):
-            if raw.num_rows == 0:
-                return None, problems
-            # small batches: DuckDB parses them on every core
-            _register(con, raw, steps, max_chunksize=128)
-            # the keys of the chunk's raw lines cover those of repaired ones (only trimmed or dropped)
-            keys = chunk.keys if chunk.keys is not None else candidate_keys(raw["j"])
-            try:
-                table, used = self._transform(con, keys)
-                break
-            except (duckdb.Error, UnicodeDecodeError):
-                # some lines are not JSON (or not UTF-8): locate them; keep what can be kept
-                bad = np.array([n for (n,) in con.execute("SELECT line FROM raw WHERE NOT json_valid(j)").fetchall()])
-                if not len(bad):  # valid JSON that DuckDB still refuses: find the records it refuses
-                    table, raw = self._transform_apart(con, raw, keys, problems, steps)
-                    if table is None:
-                        con.unregister("raw")
-                        return None, problems
+        # the number arrays read already (``_native``): DuckDB reads the rest (a line it refuses: the chunk is read
+        # as it is, below, its odd lines found and reported as always)
+        table = self._native_transform(con, chunk, steps) if chunk.native is not None and not len(odd) else None
+        keys = chunk.keys
+        if table is None:
+            for attempt in range(3):
+                if raw.num_rows == 0:
+                    return None, problems
+                # small batches: DuckDB parses them on every core
+                _register(con, raw, steps, max_chunksize=128)
+                # the keys of the chunk's raw lines cover those of repaired ones (only trimmed or dropped)
+                keys = chunk.keys if chunk.keys is not None else candidate_keys(raw["j"])
+                try:
+                    table, used = self._transform(con, keys)
                     break
-                idx = np.searchsorted(raw["line"].to_numpy(), bad)
-                raw = _repair(raw, idx, problems, strict=attempt > 0)
-        else:
-            raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
+                except (duckdb.Error, UnicodeDecodeError):
+                    # some lines are not JSON (or not UTF-8): locate them; keep what can be kept
+                    bad = np.array([n for (n,) in
+                                    con.execute("SELECT line FROM raw WHERE NOT json_valid(j)").fetchall()])
+                    if not len(bad):  # valid JSON that DuckDB still refuses: find the records it refuses
+                        table, raw = self._transform_apart(con, raw, keys, problems, steps)
+                        if table is None:
+                            con.unregister("raw")
+                            return None, problems
+                        break
+                    idx = np.searchsorted(raw["line"].to_numpy(), bad)
+                    raw = _repair(raw, idx, problems, strict=attempt > 0)
+            else:
+                raise RuntimeError("could not isolate the malformed lines")  # pragma: no cover
         odd = chunk.odd if chunk.odd is not None else self._odd_lines(chunk)
         table = self._check(con, self._post(table), keys, problems, odd, apart=len(steps) > 1)
         repeats = chunk.repeats if chunk.repeats is not None else chunk.numbers[repeated_keys(chunk.lines,
@@ -307,6 +338,29 @@ class RLBReader:
             problems += _duplicate_key_reports(con, raw, repeats[np.isin(repeats, table["line"].to_numpy())])
         con.unregister("raw")
         return table, problems
+
+    def _native_transform(self, con: duckdb.DuckDBPyConnection, chunk: Chunk,
+                          steps: list[int | None]) -> pa.Table | None:
+        """``_transform`` of the chunk's lines with their number arrays read already (``chunk.native``), the arrays
+        put back in; None when DuckDB refuses a line (the chunk is then read as it is, its odd lines found and
+        reported as always). Leaves the lines it read registered as ``raw`` for the checks after it."""
+        got = chunk.native.result()
+        chunk.native = None  # not held past this parse
+        if got is None:
+            return None
+        text, arrays = got
+        _register(con, pa.table({"line": chunk.numbers, "j": text}), steps, max_chunksize=128)
+        try:
+            table, _ = self._transform(con, chunk.keys)
+        except (duckdb.Error, UnicodeDecodeError):
+            return None
+        lines = table["line"].to_numpy()
+        rows = None if len(lines) == len(chunk.numbers) else np.searchsorted(chunk.numbers, lines)
+        for a, values in arrays.items():
+            col = values if rows is None else values.take(rows)
+            i = table.schema.get_field_index(a)
+            table = table.set_column(i, a, col.cast(table.schema.field(i).type))
+        return table
 
     def _transform_apart(self, con: duckdb.DuckDBPyConnection, raw: pa.Table, keys: set[str],
                          problems: list[list], steps: list[int | None]) -> tuple[pa.Table | None, pa.Table]:
@@ -608,6 +662,20 @@ class RLBReader:
 _JSON_KINDS = {"OBJECT": "an object", "ARRAY": "a list", "BOOLEAN": "a boolean", "BIGINT": "a number",
                "UBIGINT": "a number", "DOUBLE": "a number"}
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
+
+
+def _joined(natives: list[Future | None]) -> Future | None:
+    """The number arrays of chunks parsed together (``parse_many``), as one: None unless each chunk has them."""
+    if any(n is None for n in natives):
+        return None
+    parts = [n.result() for n in natives]
+    joined = Future()
+    if any(p is None for p in parts) or any(p[1].keys() != parts[0][1].keys() for p in parts):
+        joined.set_result(None)
+    else:
+        joined.set_result((pa.concat_arrays([p[0] for p in parts]),
+                           {a: pa.concat_arrays([p[1][a] for p in parts]) for a in parts[0][1]}))
+    return joined
 
 
 def _register(con: duckdb.DuckDBPyConnection, raw: pa.Table, steps: list[int | None],

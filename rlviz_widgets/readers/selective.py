@@ -237,7 +237,7 @@ def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = Fals
         offsets, _, _ = lines_buffer(chunk.lines, found)
         found = found[keep[np.searchsorted(offsets, found, side="right") - 1]]
     probe = dataclasses.replace(chunk, found=found, keys=None, odd=None, repeats=None)
-    reader.prepare(probe)
+    reader.prepare(probe, arrays=False)  # read with the lines kept (parse), not for the whole chunk
     breaks = np.flatnonzero(np.diff(idx) != 1) + 1
     if copy or len(breaks) + 1 > max(8, len(idx) // 4):
         lines = chunk.lines.take(pa.array(idx))

@@ -1,0 +1,121 @@
+"""The number arrays of a chunk's JSON lines read by a small C function (``arrays.c``), when it was compiled.
+
+``read_arrays`` gives the float32 lists of the named keys and the lines with those lists written as ``[]`` (for
+DuckDB to read the rest), or None: no compiled function, or a line it does not fully understand (the caller then
+reads the chunk as before). The shared library is built by the package's build hook (``hatch_build.py``); without
+a C compiler the package works as before, only its cold open is slower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
+LIBRARY = "_arrays.so"
+_lib = None  # ctypes library, loaded on first use (False: not there)
+_thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
+
+
+def _new_thread() -> None:
+    # a forked child has no threads: the parent's executor would take its work and never run it
+    global _thread
+    _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_thread)
+
+
+def powers() -> tuple[np.ndarray, np.ndarray]:
+    """The Eisel-Lemire table: 10**q for q in POW_MIN..POW_MAX as 128-bit mantissas (rounded down, top bit set),
+    split into high and low 64 bits. Exact integer arithmetic, so it needs no generated source file."""
+    hi, lo = [], []
+    for q in range(POW_MIN, POW_MAX + 1):
+        if q >= 0:
+            v = 10**q
+            n = v.bit_length()
+            v = v << (128 - n) if n <= 128 else v >> (n - 128)
+        else:
+            d = 10**-q
+            v = (1 << (127 + d.bit_length())) // d
+        hi.append(v >> 64)
+        lo.append(v & (2**64 - 1))
+    return np.array(hi, np.uint64), np.array(lo, np.uint64)
+
+
+def library():
+    """The compiled function, or None (not built, or turned off with ``RLVIZ_NO_NATIVE=1``)."""
+    global _lib
+    if _lib is None:
+        _lib = False
+        path = Path(__file__).with_name(LIBRARY)
+        if path.exists() and not os.environ.get("RLVIZ_NO_NATIVE"):
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError:
+                return None
+            p = ctypes.c_void_p
+            lib.rlviz_arrays.restype = ctypes.c_int64
+            lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, p]
+            lib.rlviz_set_powers.restype = None
+            lib.rlviz_set_powers.argtypes = [p, p]
+            hi, lo = powers()
+            lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
+            _lib = lib
+    return _lib or None
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def read_arrays(lines: pa.LargeStringArray, keys: list[str]) -> tuple[pa.LargeStringArray, list[pa.ListArray]] | None:
+    """(the lines with the lists of ``keys`` written as [], one float32 list array per key: null where a line has
+    no such key), or None when the compiled function is missing or cannot read every line (see ``arrays.c``)."""
+    lib = library()
+    n = len(lines)
+    if lib is None or n == 0 or not keys:
+        return None
+    offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
+    data = np.frombuffer(lines.buffers()[2], np.uint8)
+    size = int(offsets[-1] - offsets[0])
+    names = [k.encode() for k in keys]
+    key_bytes = np.frombuffer(b"".join(names) or b"\0", np.uint8)
+    key_offs = np.concatenate([[0], np.cumsum([len(k) for k in names])]).astype(np.int64)
+    cap = size // 2 + 1  # a number and its comma take 2 bytes at least; only the pages written are backed
+    vals = [np.empty(cap, np.float32) for _ in keys]
+    voffs = [np.empty(n + 1, np.int32) for _ in keys]
+    valid = [np.empty(n, np.uint8) for _ in keys]
+    text = np.empty(size, np.uint8)
+    toffs = np.empty(n + 1, np.int64)
+    ptrs = [(ctypes.c_void_p * len(keys))(*map(_ptr, a)) for a in (vals, voffs, valid)]
+    done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys),
+                            *ptrs, _ptr(text), _ptr(toffs))
+    if done != n:
+        return None
+    out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]]))
+    lists = []
+    for v, o, ok in zip(vals, voffs, valid):
+        mask = ok == 0
+        lists.append(pa.ListArray.from_arrays(pa.array(o), pa.array(v[:o[-1]]), mask=pa.array(mask) if mask.any()
+                                              else None))
+    return out, lists
+
+
+def read_arrays_later(lines: pa.LargeStringArray, fields: dict[str, str]) -> Future | None:
+    """``read_arrays`` of ``fields`` (name -> key) on a thread of its own, so the reading thread goes on to the next
+    chunk: a future of (lines, {name: lists}) or of None; None at once without the compiled function."""
+    if library() is None or not fields:
+        return None
+
+    def read():
+        got = read_arrays(lines, list(fields.values()))
+        return None if got is None else (got[0], dict(zip(fields, got[1])))
+
+    return _thread.submit(read)
