@@ -43,8 +43,8 @@ class Chunk:
     repeats: np.ndarray | None = None  # line numbers where a key may be written twice, when a reader found them early
     steps: np.ndarray | None = None  # each line's step as its bytes tell it, when a reader asked early
     final: bool = False  # the read reached the end of the file (as it was when its reading began)
-    native: Future | None = None  # (its lines with their number lists written [], {field: the lists}) when read
-    # ahead by ``rlviz_widgets.native`` (a Future of that, or of None: lines it cannot read so)
+    native: list[Future] | None = None  # (its lines with their number lists written [], {field: the lists}) when
+    # read ahead by ``rlviz_widgets.native``: a Future of that per piece of ``lines`` (or of None: lines it cannot read)
 
 
 class BufferPool:

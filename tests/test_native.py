@@ -203,9 +203,11 @@ def test_the_shared_run_opens_the_same(tmp_path, monkeypatch):
 
 
 @needs_lib
-def test_faulty_logs_open_the_same(tmp_path, monkeypatch):
+@pytest.mark.parametrize("options", [{}, {"max_samples_per_step": 3}, {"steps": (2, 6)}])
+def test_faulty_logs_open_the_same(tmp_path, monkeypatch, options):
     """Every kind of bad input, in small chunks: those with a line C cannot read are read by DuckDB alone, the
-    rest with C; frames and problems (file, line, kind, message) are those of DuckDB alone."""
+    rest with C; frames and problems (file, line, kind, message) are those of DuckDB alone. With a cap or a step
+    range, C reads the lines kept only."""
     monkeypatch.setattr(linereader, "CHUNK_BYTES", 2048)
     rng = random.Random(7)
     rows: list = []
@@ -247,9 +249,9 @@ def test_faulty_logs_open_the_same(tmp_path, monkeypatch):
     rows.append('{"step": 9, "logprobs": [0.5')  # half-written last line
     write_lines(tmp_path / "logs" / "rank0.jsonl", rows[:200])
     write_lines(tmp_path / "logs" / "rank1.jsonl", rows[200:], newline_at_end=False)
-    with_c, without, chunks = _open_both(tmp_path / "logs", tmp_path, monkeypatch)
+    with_c, without, chunks = _open_both(tmp_path / "logs", tmp_path, monkeypatch, **options)
     assert chunks > 0
-    assert len(without["problems"]) > 20
+    assert len(without["problems"]) > (20 if not options else 5)
     _same(with_c, without)
 
 
@@ -275,7 +277,7 @@ def test_a_reader_whose_arrays_are_derived_is_left_alone(monkeypatch):
                              np.array([ord("{")], np.uint8), 0, 0, keys={"generation_logprobs", "rewards"})
     asked = {}
     monkeypatch.setattr(rlb, "read_arrays_later", lambda lines, fields: asked.update(fields))
-    NemoReader()._native(chunk)
+    NemoReader().native_arrays(chunk)
     assert "logprobs" not in asked
 
 

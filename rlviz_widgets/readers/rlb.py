@@ -226,18 +226,18 @@ class RLBReader:
     def prepare(self, chunk: Chunk, arrays: bool = True) -> None:
         """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, the lines
         where a text field may not be a string, and those where a key may be written twice; with ``arrays``, its
-        number arrays too (``_native``: on a thread of their own)."""
+        number arrays too (``native_arrays``: on a thread of their own)."""
         scanned = scan(chunk.lines, chunk.found) if len(chunk.lines) else None
         chunk.keys = candidate_keys(chunk.lines, chunk.found, scanned)
         chunk.odd = self._odd_lines(chunk, scanned)
         chunk.repeats = chunk.numbers[repeated_keys(chunk.lines, chunk.found, scanned)]
-        chunk.native = self._native(chunk) if arrays else None
+        chunk.native = self.native_arrays(chunk) if arrays else None
 
-    def _native(self, chunk: Chunk) -> Future | None:
+    def native_arrays(self, chunk: Chunk) -> list[Future] | None:
         """The chunk's number arrays being read by ``native.read_arrays`` (beside DuckDB's parse of the chunk
-        before), or None: only the arrays the transform would read as FLOAT[] from a key of their own, in chunks
-        of object lines without another spelling of those keys (json_transform matches keys whatever their
-        case)."""
+        before; a future per piece of its lines), or None. Only the arrays the transform would read as FLOAT[]
+        from a key of their own, in chunks of object lines without another spelling of those keys (json_transform
+        matches keys whatever their case)."""
         if chunk.keys is None or not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
             return None
         schema, ex, _ = self._spec(chunk.keys)
@@ -251,7 +251,9 @@ class RLBReader:
         folded = {k.casefold() for k in fields.values()}
         if not fields or any(k.casefold() in folded and k not in fields.values() for k in chunk.keys):
             return None
-        return read_arrays_later(chunk.lines, fields)
+        pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
+        futures = [read_arrays_later(p, fields) for p in pieces]
+        return None if any(f is None for f in futures) else futures
 
     def _odd_lines(self, chunk: Chunk, scanned: tuple | None = None) -> np.ndarray:
         """The numbers of the lines where a text field may hold a value that is not a string."""
@@ -287,7 +289,8 @@ class RLBReader:
                          keys=set().union(*(c.keys for c in chunks)),
                          odd=np.concatenate([np.asarray(c.odd, np.int64) + a for c, a in zip(chunks, at)]),
                          repeats=np.concatenate([np.asarray(c.repeats, np.int64) + a for c, a in zip(chunks, at)]),
-                         native=_joined([c.native for c in chunks]))
+                         native=None if any(c.native is None for c in chunks) else
+                         [f for c in chunks for f in c.native])
         table, problems = self._parse(con, combined, [r.file_step for r in readers])
         # the per-sample reductions once for all (the writer adds them to a part that lacks them: ~2 ms each)
         return _split(None if table is None else with_reductions(table), problems, len(chunks))
@@ -301,8 +304,8 @@ class RLBReader:
         odd = np.flatnonzero(chunk.first_bytes != _BRACE)
         if len(odd):  # blank, indented or not an object: sort those out first
             raw = _repair(raw, odd, problems)
-        # the number arrays read already (``_native``): DuckDB reads the rest (a line it refuses: the chunk is read
-        # as it is, below, its odd lines found and reported as always)
+        # the number arrays read already (``native_arrays``): DuckDB reads the rest (a line it refuses: the chunk is
+        # read as it is, below, its odd lines found and reported as always)
         table = self._native_transform(con, chunk, steps) if chunk.native is not None and not len(odd) else None
         keys = chunk.keys
         if table is None:
@@ -344,11 +347,13 @@ class RLBReader:
         """``_transform`` of the chunk's lines with their number arrays read already (``chunk.native``), the arrays
         put back in; None when DuckDB refuses a line (the chunk is then read as it is, its odd lines found and
         reported as always). Leaves the lines it read registered as ``raw`` for the checks after it."""
-        got = chunk.native.result()
+        parts = [f.result() for f in chunk.native]
         chunk.native = None  # not held past this parse
-        if got is None:
+        if any(p is None for p in parts):
             return None
-        text, arrays = got
+        text = parts[0][0] if len(parts) == 1 else pa.concat_arrays([p[0] for p in parts])
+        arrays = {a: pa.concat_arrays([p[1][a] for p in parts]) if len(parts) > 1 else parts[0][1][a]
+                  for a in parts[0][1]}
         _register(con, pa.table({"line": chunk.numbers, "j": text}), steps, max_chunksize=128)
         try:
             table, _ = self._transform(con, chunk.keys)
@@ -662,20 +667,6 @@ class RLBReader:
 _JSON_KINDS = {"OBJECT": "an object", "ARRAY": "a list", "BOOLEAN": "a boolean", "BIGINT": "a number",
                "UBIGINT": "a number", "DOUBLE": "a number"}
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
-
-
-def _joined(natives: list[Future | None]) -> Future | None:
-    """The number arrays of chunks parsed together (``parse_many``), as one: None unless each chunk has them."""
-    if any(n is None for n in natives):
-        return None
-    parts = [n.result() for n in natives]
-    joined = Future()
-    if any(p is None for p in parts) or any(p[1].keys() != parts[0][1].keys() for p in parts):
-        joined.set_result(None)
-    else:
-        joined.set_result((pa.concat_arrays([p[0] for p in parts]),
-                           {a: pa.concat_arrays([p[1][a] for p in parts]) for a in parts[0][1]}))
-    return joined
 
 
 def _register(con: duckdb.DuckDBPyConnection, raw: pa.Table, steps: list[int | None],

@@ -244,5 +244,7 @@ def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = Fals
     else:
         runs = np.split(idx, breaks)
         lines = pa.chunked_array([chunk.lines.slice(int(r[0]), len(r)) for r in runs], chunk.lines.type)
-    return Chunk(lines, chunk.numbers[idx], chunk.first_bytes[idx], chunk.start, chunk.end, keys=probe.keys,
+    kept = Chunk(lines, chunk.numbers[idx], chunk.first_bytes[idx], chunk.start, chunk.end, keys=probe.keys,
                  odd=probe.odd, repeats=probe.repeats, final=chunk.final)
+    kept.native = reader.native_arrays(kept)  # the number arrays of the lines kept only
+    return kept
