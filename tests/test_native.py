@@ -132,22 +132,78 @@ def test_only_top_level_keys_and_the_rest_kept_for_duckdb():
     ]
     text = [json.dumps(r) for r in records]
     text[2] = '{ "step" : 5 ,"logprobs"  :  [ 1 ,2.0,\t-3e2 ] , "values":[0.25], "ref": {"logprobs": [1]} }\r'
-    got = native.read_arrays(_lines(*text), ["logprobs", "values"])
+    got = native.read_arrays(_lines(*text), ["logprobs", "values"], "response_tokens")
     assert got is not None
-    rest, (logprobs, values) = got
+    rest, (logprobs, values), tokens = got
+    assert tokens.to_pylist() == [None, ["a", '"', "\\"], None]
     assert logprobs.to_pylist() == [[0.5], None, [1.0, 2.0, -300.0]]
     assert values.to_pylist() == [[], [pytest.approx(1e-7), -2.5], [0.25]]
     for i, r in enumerate(records):
         kept = json.loads(rest[i].as_py())
-        assert kept == {**r, **{k: [] for k in ("logprobs", "values") if k in r}}
+        assert kept == {**r, **{k: [] for k in ("logprobs", "values", "response_tokens") if k in r}}
 
 
 @needs_lib
 def test_arrays_of_a_sliced_chunk():
     """The lines of a chunk are a slice of its buffer (``_subset``, ``parse_many``): offsets are the slice's."""
     arr = _lines('{"a": [1]}', '{"a": [2, 3]}', '{"a": [4]}').slice(1, 2)
-    rest, (a,) = native.read_arrays(arr, ["a"])
+    rest, (a,), _ = native.read_arrays(arr, ["a"])
     assert a.to_pylist() == [[2.0, 3.0], [4.0]] and rest.to_pylist() == ['{"a": []}\n', '{"a": []}\n']
+
+
+def _duckdb_strings(lines: list[str]) -> list:
+    con = duckdb.connect()
+    return [con.execute("""SELECT json_transform(?::JSON, '{"t": "VARCHAR[]"}').t""", [line]).fetchone()[0]
+            for line in lines]
+
+
+def _tokens(n: int, seed: int) -> list[str]:
+    """Token strings as tokenizers spell them, and the escapes JSON allows (ensure_ascii spells every non-ASCII
+    character as \\u escapes, surrogate pairs for those past U+FFFF)."""
+    rng = random.Random(seed)
+    pool = ["Ġthe", "Ċ", "\n", "\t", '"', "\\", "/", "<|im_end|>", "é", "準", "😀", "\u0000", "\x7f", " ", "",
+            "a\u00e9b", "\ud83d\ude00", "\b\f\r", "Ġ", "\u2028", "\u001f", "𝔘𝔫𝔦"]
+    out = []
+    for _ in range(n):
+        parts = rng.choices(pool, k=rng.randint(0, 3))
+        out.append("".join(parts))
+    return out
+
+
+@needs_lib
+@pytest.mark.parametrize("ensure_ascii", [False, True])
+def test_string_lists_read_as_duckdb_reads_them(ensure_ascii):
+    rng = random.Random(int(ensure_ascii))
+    lines = []
+    for i in range(400):
+        toks = [t.encode().decode("unicode_escape") if "\\u" in t else t for t in _tokens(rng.randint(0, 30), i)]
+        toks = [t for t in toks if not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
+        lines.append(json.dumps({"t": toks, "step": i}, ensure_ascii=ensure_ascii))
+    lines.append('{"t": [], "step": 1}')
+    lines.append('{"t" : [ "a" ,"b\\u00e9" ] }')
+    want = _duckdb_strings(lines)
+    got = native.read_arrays(_lines(*lines), [], "t")
+    assert got is not None
+    assert got[2].to_pylist() == want
+
+
+@needs_lib
+@pytest.mark.parametrize("value", ['null', '1', '"a\\x"', '"\\ud800"', '"\\udc00x"', '"\\ud800\\u0041"', '"a\tb"',
+                                   '"\\u12g4"', '["a"]', '{}', 'true'])
+def test_strings_it_does_not_read_are_left_to_duckdb(value):
+    """A token that is not a string DuckDB reads as it is written (null, numbers as their text, bad escapes, lone
+    surrogates, raw control characters): the chunk is left to DuckDB."""
+    good = '{"t": ["a", "b"]}'
+    assert native.read_arrays(_lines(good), [], "t") is not None
+    assert native.read_arrays(_lines(good, '{"t": ["a", ' + value + ']}'), [], "t") is None
+
+
+@needs_lib
+@pytest.mark.parametrize("raw", [b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\x80"])
+def test_strings_not_utf8_are_left_to_duckdb(raw):
+    lines = pa.array([b'{"t": ["a"]}\n', b'{"t": ["a' + raw + b'"]}\n'], pa.large_binary()).cast(pa.large_string(),
+                                                                                            safe=False)
+    assert native.read_arrays(lines, [], "t") is None
 
 
 def test_the_library_is_built_where_a_compiler_is():
@@ -171,8 +227,8 @@ def _open_both(source, tmp_path: Path, monkeypatch, **options) -> tuple[dict, di
     read = []
     real = native.read_arrays
 
-    def counted(lines, keys):
-        got = real(lines, keys)
+    def counted(lines, keys, strings=None):
+        got = real(lines, keys, strings)
         read.append(got is not None)
         return got
 
@@ -276,9 +332,9 @@ def test_a_reader_whose_arrays_are_derived_is_left_alone(monkeypatch):
     chunk = linereader.Chunk(_lines('{"generation_logprobs": [[0.0, -1.0]], "rewards": [1]}'), np.array([1]),
                              np.array([ord("{")], np.uint8), 0, 0, keys={"generation_logprobs", "rewards"})
     asked = {}
-    monkeypatch.setattr(rlb, "read_arrays_later", lambda lines, fields: asked.update(fields))
+    monkeypatch.setattr(rlb, "read_arrays_later", lambda lines, fields, strings: asked.update(fields, strings=strings))
     NemoReader().native_arrays(chunk)
-    assert "logprobs" not in asked
+    assert "logprobs" not in asked and asked["strings"] is None  # token ids, not strings
 
 
 @needs_lib

@@ -62,7 +62,8 @@ def library():
                 return None
             p = ctypes.c_void_p
             lib.rlviz_arrays.restype = ctypes.c_int64
-            lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, p]
+            lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
+                                         p, p, p, p, p, p]
             lib.rlviz_set_powers.restype = None
             lib.rlviz_set_powers.argtypes = [p, p]
             hi, lo = powers()
@@ -75,12 +76,14 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
-def read_arrays(lines: pa.LargeStringArray, keys: list[str]) -> tuple[pa.LargeStringArray, list[pa.ListArray]] | None:
-    """(the lines with the lists of ``keys`` written as [], one float32 list array per key: null where a line has
-    no such key), or None when the compiled function is missing or cannot read every line (see ``arrays.c``)."""
+def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None = None
+                ) -> tuple[pa.LargeStringArray, list[pa.ListArray], pa.ListArray | None] | None:
+    """(the lines with the lists of ``keys`` and ``strings`` written as [], one float32 list array per key, the
+    list of strings of ``strings``: each null where a line has no such key), or None when the compiled function is
+    missing or cannot read every line (see ``arrays.c``)."""
     lib = library()
     n = len(lines)
-    if lib is None or n == 0 or not keys:
+    if lib is None or n == 0 or not (keys or strings):
         return None
     offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
     data = np.frombuffer(lines.buffers()[2], np.uint8)
@@ -92,30 +95,49 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str]) -> tuple[pa.LargeSt
     vals = [np.empty(cap, np.float32) for _ in keys]
     voffs = [np.empty(n + 1, np.int32) for _ in keys]
     valid = [np.empty(n, np.uint8) for _ in keys]
+    skey = (strings or "").encode()
+    sdata = np.empty(size if strings else 1, np.uint8)  # unescaped, a string is no longer than its JSON
+    soffs = np.empty(size // 3 + 2 if strings else 1, np.int32)  # "", takes 3 bytes
+    slist = np.empty(n + 1, np.int32)
+    svalid = np.empty(n, np.uint8)
     text = np.empty(size, np.uint8)
     toffs = np.empty(n + 1, np.int64)
-    ptrs = [(ctypes.c_void_p * len(keys))(*map(_ptr, a)) for a in (vals, voffs, valid)]
-    done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys),
-                            *ptrs, _ptr(text), _ptr(toffs))
+    ptrs = [(ctypes.c_void_p * max(len(keys), 1))(*map(_ptr, a)) for a in (vals, voffs, valid)]
+    done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys), *ptrs,
+                            skey, len(skey) if strings else -1, _ptr(sdata), _ptr(soffs), _ptr(slist), _ptr(svalid),
+                            _ptr(text), _ptr(toffs))
     if done != n:
         return None
     out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]]))
-    lists = []
-    for v, o, ok in zip(vals, voffs, valid):
-        mask = ok == 0
-        lists.append(pa.ListArray.from_arrays(pa.array(o), pa.array(v[:o[-1]]), mask=pa.array(mask) if mask.any()
-                                              else None))
-    return out, lists
+    lists = [_list(o, pa.array(v[:o[-1]]), ok) for v, o, ok in zip(vals, voffs, valid)]
+    texts = None
+    if strings:
+        count = int(slist[-1])
+        values = pa.StringArray.from_buffers(count, pa.py_buffer(soffs[:count + 1]), pa.py_buffer(sdata[:soffs[count]]))
+        texts = _list(slist, values, svalid)
+    return out, lists, texts
 
 
-def read_arrays_later(lines: pa.LargeStringArray, fields: dict[str, str]) -> Future | None:
-    """``read_arrays`` of ``fields`` (name -> key) on a thread of its own, so the reading thread goes on to the next
-    chunk: a future of (lines, {name: lists}) or of None; None at once without the compiled function."""
-    if library() is None or not fields:
+def _list(offsets: np.ndarray, values: pa.Array, valid: np.ndarray) -> pa.ListArray:
+    mask = valid == 0
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(mask) if mask.any() else None)
+
+
+def read_arrays_later(lines: pa.LargeStringArray, fields: dict[str, str], strings: tuple[str, str] | None = None
+                      ) -> Future | None:
+    """``read_arrays`` of ``fields`` (name -> key) and ``strings`` ((name, key) of a list of strings) on a thread of
+    its own, so the reading thread goes on to the next chunk: a future of (lines, {name: lists}) or of None; None at
+    once without the compiled function."""
+    if library() is None or not (fields or strings):
         return None
 
     def read():
-        got = read_arrays(lines, list(fields.values()))
-        return None if got is None else (got[0], dict(zip(fields, got[1])))
+        got = read_arrays(lines, list(fields.values()), strings[1] if strings else None)
+        if got is None:
+            return None
+        arrays = dict(zip(fields, got[1]))
+        if strings:
+            arrays[strings[0]] = got[2]
+        return got[0], arrays
 
     return _thread.submit(read)

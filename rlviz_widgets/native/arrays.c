@@ -1,12 +1,14 @@
-/* The number arrays of JSON lines, read without a JSON library.
+/* The number arrays and token strings of JSON lines, read without a JSON library.
  *
- * A rollout log is ~80% float arrays (logprobs, values, ...). DuckDB's JSON reader spends most of a cold open on
- * them. rlviz_arrays() reads a chunk's lines once: each top-level key named in `keys` whose value is a list of
- * numbers goes to a float32 list (as DuckDB's json_transform to FLOAT[] makes it: the number correctly rounded to
- * a double, then to a float), and the line is copied with that list written as [] for DuckDB to read the rest.
- * Anything it does not fully understand (NaN, null, strings or lists in such a list, a key written twice or with
- * escapes, a float out of float32's range, a line that is no object) stops it: it returns the line's index and
- * the caller reads the chunk as before, so odd lines are reported exactly as they always were.
+ * A rollout log is ~80% float arrays (logprobs, values, ...) and most of the rest token strings. DuckDB's JSON
+ * reader spent most of a cold open on them. rlviz_arrays() reads a chunk's lines once: each top-level key named in
+ * `keys` whose value is a list of numbers goes to a float32 list (as DuckDB's json_transform to FLOAT[] makes it:
+ * the number correctly rounded to a double, then to a float), the key `skey`'s list of strings to a list of
+ * strings (unescaped as DuckDB does), and the line is copied with those lists written as [] for DuckDB to read the
+ * rest. Anything it does not fully understand (NaN, null, a number among the strings, a key written twice or with
+ * escapes, a float out of float32's range, a lone surrogate, bytes that are not UTF-8, a line that is no object)
+ * stops it: it returns the line's index and the caller reads the chunk as before, so odd lines are reported
+ * exactly as they always were.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -208,22 +210,136 @@ static const uint8_t *value_end(const uint8_t *p, const uint8_t *e) {
     return p;
 }
 
+/* The length of the UTF-8 character at p (strict: no overlong forms, surrogates or code points past U+10FFFF),
+ * or 0 when the bytes are not one. */
+static int utf8_char(const uint8_t *p, const uint8_t *e) {
+    uint8_t c = p[0];
+    int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (n == 0 || c > 0xF4 || e - p < n) return 0;
+    uint8_t lo = 0x80, hi = 0xBF;  /* the range of the second byte */
+    if (c == 0xE0) lo = 0xA0;
+    else if (c == 0xED) hi = 0x9F;
+    else if (c == 0xF0) lo = 0x90;
+    else if (c == 0xF4) hi = 0x8F;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int k = 2; k < n; k++)
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+static int hex4(const uint8_t *p, const uint8_t *e, uint32_t *out) {
+    if (e - p < 4) return 0;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        uint8_t c = p[k];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= c - '0';
+        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The JSON string at p (its opening quote) unescaped into out (as yyjson, and so DuckDB, unescapes it); the end of
+ * its text, or NULL for what this leaves to DuckDB: a control character, an escape it does not know or of a lone
+ * surrogate, bytes that are not UTF-8. *len: the bytes written. */
+static const uint8_t *string_into(const uint8_t *p, const uint8_t *e, uint8_t *out, int64_t *len) {
+    uint8_t *o = out;
+    p++;
+    while (p < e) {
+        uint8_t c = *p;
+        if (c == '"') {
+            *len = o - out;
+            return p + 1;
+        }
+        if (c >= 0x20 && c < 0x80 && c != '\\') {
+            *o++ = c;
+            p++;
+            continue;
+        }
+        if (c < 0x20) return NULL;
+        if (c >= 0x80) {
+            int n = utf8_char(p, e);
+            if (!n) return NULL;
+            memcpy(o, p, (size_t)n);
+            o += n;
+            p += n;
+            continue;
+        }
+        if (p + 1 >= e) return NULL;  /* a backslash */
+        uint8_t x = p[1];
+        p += 2;
+        switch (x) {
+            case '"': *o++ = '"'; break;
+            case '\\': *o++ = '\\'; break;
+            case '/': *o++ = '/'; break;
+            case 'b': *o++ = '\b'; break;
+            case 'f': *o++ = '\f'; break;
+            case 'n': *o++ = '\n'; break;
+            case 'r': *o++ = '\r'; break;
+            case 't': *o++ = '\t'; break;
+            case 'u': {
+                uint32_t cp, lo;
+                if (!hex4(p, e, &cp)) return NULL;
+                p += 4;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return NULL;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, e, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                        return NULL;
+                    p += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                }
+                if (cp < 0x80) {
+                    *o++ = (uint8_t)cp;
+                } else if (cp < 0x800) {
+                    *o++ = (uint8_t)(0xC0 | (cp >> 6));
+                    *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+                } else if (cp < 0x10000) {
+                    *o++ = (uint8_t)(0xE0 | (cp >> 12));
+                    *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+                } else {
+                    *o++ = (uint8_t)(0xF0 | (cp >> 18));
+                    *o++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                    *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+                }
+                break;
+            }
+            default: return NULL;
+        }
+    }
+    return NULL;
+}
+
 /* Reads lines offs[i]..offs[i+1] of buf. For key k: vals[k] gets the floats, voffs[k] (n + 1 int32) each line's
- * list offsets, valid[k] (n bytes) 1 where the line has the key. text/toffs: the lines with those lists written
- * as []. Returns n, or the index of the first line it cannot read this way. */
+ * list offsets, valid[k] (n bytes) 1 where the line has the key. The key skey (skey_len < 0: none) holds a list of
+ * strings: sdata gets their bytes, soffs (int32) each string's offsets, slist (n + 1) each line's list offsets,
+ * svalid as valid. text/toffs: the lines with those lists written as []. Returns n, or the index of the first
+ * line it cannot read this way. */
 int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
                      const uint8_t *keys, const int64_t *key_offs, int32_t nkeys,
                      float **vals, int32_t **voffs, uint8_t **valid,
+                     const uint8_t *skey, int64_t skey_len,
+                     uint8_t *sdata, int32_t *soffs, int32_t *slist, uint8_t *svalid,
                      uint8_t *text, int64_t *toffs) {
     int64_t used[64] = {0};
+    int64_t sused = 0, nstr = 0;
     if (nkeys > 64) return 0;
     int64_t t = 0;
     toffs[0] = 0;
     for (int k = 0; k < nkeys; k++) voffs[k][0] = 0;
+    if (skey_len >= 0) {
+        soffs[0] = 0;
+        slist[0] = 0;
+    }
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *p = buf + offs[i], *e = buf + offs[i + 1], *copied = p;
         uint8_t *out = text + t;
         for (int k = 0; k < nkeys; k++) valid[k][i] = 0;
+        if (skey_len >= 0) svalid[i] = 0;
         while (p < e && WS(*p)) p++;
         if (p >= e || *p != '{') return i;
         p++;
@@ -241,6 +357,7 @@ int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
                     if ((size_t)(key_offs[k + 1] - key_offs[k]) == klen &&
                         memcmp(ks, keys + key_offs[k], klen) == 0) { key = k; break; }
                 }
+                int strings = skey_len >= 0 && (size_t)skey_len == klen && memcmp(ks, skey, klen) == 0;
                 if (memchr(ks, '\\', klen)) return i;  /* an escaped key may spell one of ours: not decided here */
                 p = ke;
                 while (p < e && WS(*p)) p++;
@@ -281,6 +398,40 @@ int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
                     *out++ = '[';
                     *out++ = ']';
                     copied = p;
+                } else if (strings) {
+                    if (svalid[i] || p >= e || *p != '[') return i;  /* twice, or not a list */
+                    const uint8_t *open = p;
+                    p++;
+                    while (p < e && WS(*p)) p++;
+                    if (p < e && *p == ']') {
+                        p++;
+                    } else {
+                        for (;;) {
+                            int64_t len;
+                            if (p >= e || *p != '"') return i;  /* a string each: null or a number is DuckDB's */
+                            p = string_into(p, e, sdata + sused, &len);
+                            if (!p) return i;
+                            sused += len;
+                            if (sused > INT32_MAX) return i;
+                            soffs[++nstr] = (int32_t)sused;
+                            while (p < e && WS(*p)) p++;
+                            if (p < e && *p == ',') {
+                                p++;
+                                while (p < e && WS(*p)) p++;
+                                continue;
+                            }
+                            if (p < e && *p == ']') { p++; break; }
+                            return i;
+                        }
+                    }
+                    if (nstr > INT32_MAX) return i;
+                    svalid[i] = 1;
+                    slist[i + 1] = (int32_t)nstr;
+                    memcpy(out, copied, (size_t)(open - copied));
+                    out += open - copied;
+                    *out++ = '[';
+                    *out++ = ']';
+                    copied = p;
                 } else {
                     p = value_end(p, e);
                     if (!p) return i;
@@ -303,6 +454,7 @@ int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
         toffs[i + 1] = t;
         for (int k = 0; k < nkeys; k++)
             if (!valid[k][i]) voffs[k][i + 1] = (int32_t)used[k];
+        if (skey_len >= 0 && !svalid[i]) slist[i + 1] = (int32_t)nstr;
     }
     return n;
 }

@@ -243,16 +243,18 @@ class RLBReader:
         schema, ex, _ = self._spec(chunk.keys)
         refs = " ".join(v for v in ex.values() if v)
         fields = {}
-        for a in ARRAYS:
+        for a in (*ARRAYS, "tokens"):
             key = self.fields()[a]
             ref = f"r.{_q(key)}"
-            if schema.get(key) == "FLOAT[]" and ex.get(a) == ref and refs.count(ref) == 1:
+            if schema.get(key) == ("VARCHAR[]" if a == "tokens" else "FLOAT[]") and ex.get(a) == ref \
+                    and refs.count(ref) == 1:
                 fields[a] = key
         folded = {k.casefold() for k in fields.values()}
         if not fields or any(k.casefold() in folded and k not in fields.values() for k in chunk.keys):
             return None
+        strings = ("tokens", fields.pop("tokens")) if "tokens" in fields else None
         pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
-        futures = [read_arrays_later(p, fields) for p in pieces]
+        futures = [read_arrays_later(p, fields, strings) for p in pieces]
         return None if any(f is None for f in futures) else futures
 
     def _odd_lines(self, chunk: Chunk, scanned: tuple | None = None) -> np.ndarray:
