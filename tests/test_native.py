@@ -355,3 +355,17 @@ def test_a_forked_child_reads_arrays(tmp_path):
 def _open_in_child(tmp: str) -> list:
     run = rlviz_widgets.open_run(Path(tmp) / "logs", cache_dir=Path(tmp) / "c1", progress=False)
     return run.tokens(run.samples["sample_id"].tolist())["logprob"].tolist()
+
+
+@needs_lib
+def test_a_failing_reader_leaves_the_chunk_to_duckdb(tmp_path, monkeypatch):
+    """The C reader is a shortcut: if it fails (out of memory, say), the open goes on through DuckDB."""
+    rec = {"step": 1, "prompt": "p", "response": "r", "reward": 1.0, "response_tokens": ["a"], "logprobs": [-0.5]}
+    write_lines(tmp_path / "logs" / "log.jsonl", [rec, {**rec, "step": 2}])
+
+    def fail(*args):
+        raise MemoryError
+
+    monkeypatch.setattr(native, "read_arrays", fail)
+    run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "c", progress=False)
+    assert run.tokens(run.samples["sample_id"].tolist())["logprob"].tolist() == [-0.5, -0.5]

@@ -1,15 +1,17 @@
-"""The number arrays of a chunk's JSON lines read by a small C function (``arrays.c``), when it was compiled.
+"""The number arrays and token strings of a chunk's JSON lines read by a small C function (``arrays.c``), when it
+was compiled.
 
-``read_arrays`` gives the float32 lists of the named keys and the lines with those lists written as ``[]`` (for
-DuckDB to read the rest), or None: no compiled function, or a line it does not fully understand (the caller then
-reads the chunk as before). The shared library is built by the package's build hook (``hatch_build.py``); without
-a C compiler the package works as before, only its cold open is slower.
+``read_arrays`` gives the float32 lists of the named keys, the list of strings of another, and the lines with those
+lists written as ``[]`` (for DuckDB to read the rest), or None: no compiled function, or a line it does not fully
+understand (the caller then reads the chunk as before). The shared library is built by the package's build hook
+(``hatch_build.py``); without a C compiler the package works as before, only its cold open is slower.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pyarrow as pa
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
 _lib = None  # ctypes library, loaded on first use (False: not there)
+_loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
 
 
@@ -53,23 +56,29 @@ def library():
     """The compiled function, or None (not built, or turned off with ``RLVIZ_NO_NATIVE=1``)."""
     global _lib
     if _lib is None:
-        _lib = False
-        path = Path(__file__).with_name(LIBRARY)
-        if path.exists() and not os.environ.get("RLVIZ_NO_NATIVE"):
-            try:
-                lib = ctypes.CDLL(str(path))
-            except OSError:
-                return None
-            p = ctypes.c_void_p
-            lib.rlviz_arrays.restype = ctypes.c_int64
-            lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
-                                         p, p, p, p, p, p]
-            lib.rlviz_set_powers.restype = None
-            lib.rlviz_set_powers.argtypes = [p, p]
-            hi, lo = powers()
-            lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
-            _lib = lib
+        with _loading:
+            if _lib is None:
+                _lib = _load() or False
     return _lib or None
+
+
+def _load():
+    path = Path(__file__).with_name(LIBRARY)
+    if not path.exists() or os.environ.get("RLVIZ_NO_NATIVE"):
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:  # built for another machine, say
+        return None
+    p = ctypes.c_void_p
+    lib.rlviz_arrays.restype = ctypes.c_int64
+    lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
+                                 p, p, p, p, p, p]
+    lib.rlviz_set_powers.restype = None
+    lib.rlviz_set_powers.argtypes = [p, p]
+    hi, lo = powers()
+    lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
+    return lib
 
 
 def _ptr(a: np.ndarray) -> int:

@@ -349,7 +349,7 @@ class RLBReader:
         """``_transform`` of the chunk's lines with their number arrays read already (``chunk.native``), the arrays
         put back in; None when DuckDB refuses a line (the chunk is then read as it is, its odd lines found and
         reported as always). Leaves the lines it read registered as ``raw`` for the checks after it."""
-        parts = [f.result() for f in chunk.native]
+        parts = [_result(f) for f in chunk.native]
         chunk.native = None  # not held past this parse
         if any(p is None for p in parts):
             return None
@@ -669,6 +669,14 @@ class RLBReader:
 _JSON_KINDS = {"OBJECT": "an object", "ARRAY": "a list", "BOOLEAN": "a boolean", "BIGINT": "a number",
                "UBIGINT": "a number", "DOUBLE": "a number"}
 _VIEWS: dict[int, set[str]] = {}  # chunk views made, per cursor (by id: a reused id costs one failed lookup)
+
+
+def _result(future: Future):
+    """A future's result; None if it failed (the chunk is then read as it is: the C reader is only a shortcut)."""
+    try:
+        return future.result()
+    except Exception:  # noqa: BLE001 - MemoryError, say: DuckDB reads the chunk instead
+        return None
 
 
 def _register(con: duckdb.DuckDBPyConnection, raw: pa.Table, steps: list[int | None],
