@@ -314,6 +314,44 @@ static const uint8_t *string_into(const uint8_t *p, const uint8_t *e, uint8_t *o
     return NULL;
 }
 
+/* Past the [ at p and the blanks after it: 2 if the list is empty (*pp then past its ]), 1 if an item follows. */
+static inline int first_item(const uint8_t **pp, const uint8_t *e) {
+    const uint8_t *p = *pp + 1;
+    while (p < e && WS(*p)) p++;
+    if (p < e && *p == ']') {
+        *pp = p + 1;
+        return 2;
+    }
+    *pp = p;
+    return 1;
+}
+
+/* After a list item: 1 past its comma (another item follows), 2 past the list's ], 0 if neither comes next. */
+static inline int next_item(const uint8_t **pp, const uint8_t *e) {
+    const uint8_t *p = *pp;
+    while (p < e && WS(*p)) p++;
+    if (p < e && *p == ',') {
+        p++;
+        while (p < e && WS(*p)) p++;
+        *pp = p;
+        return 1;
+    }
+    if (p < e && *p == ']') {
+        *pp = p + 1;
+        return 2;
+    }
+    return 0;
+}
+
+/* The line's text from copied up to the list at open, then [] for the list: the end of what is written. */
+static inline uint8_t *blank_list(uint8_t *out, const uint8_t *copied, const uint8_t *open) {
+    memcpy(out, copied, (size_t)(open - copied));
+    out += open - copied;
+    *out++ = '[';
+    *out++ = ']';
+    return out;
+}
+
 /* Reads lines offs[i]..offs[i+1] of buf. For key k: vals[k] gets the floats, voffs[k] (n + 1 int32) each line's
  * list offsets, valid[k] (n bytes) 1 where the line has the key. The key skey (skey_len < 0: none) holds a list of
  * strings: sdata gets their bytes, soffs (int32) each string's offsets, slist (n + 1) each line's list offsets,
@@ -369,68 +407,37 @@ int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
                     const uint8_t *open = p;
                     float *v = vals[key] + used[key];
                     int64_t m = 0;
-                    p++;
-                    while (p < e && WS(*p)) p++;
-                    if (p < e && *p == ']') {
-                        p++;
-                    } else {
-                        for (;;) {
-                            p = number(p, e, v + m);
-                            if (!p) return i;
-                            m++;
-                            while (p < e && WS(*p)) p++;
-                            if (p < e && *p == ',') {
-                                p++;
-                                while (p < e && WS(*p)) p++;
-                                continue;
-                            }
-                            if (p < e && *p == ']') { p++; break; }
-                            return i;
-                        }
+                    int more = first_item(&p, e);
+                    while (more == 1) {
+                        p = number(p, e, v + m);
+                        if (!p) return i;
+                        m++;
+                        more = next_item(&p, e);
                     }
-                    if (used[key] + m > INT32_MAX) return i;
+                    if (!more || used[key] + m > INT32_MAX) return i;
                     used[key] += m;
                     valid[key][i] = 1;
                     voffs[key][i + 1] = (int32_t)used[key];
-                    /* copy what came before the list, then [] for it */
-                    memcpy(out, copied, (size_t)(open - copied));
-                    out += open - copied;
-                    *out++ = '[';
-                    *out++ = ']';
+                    out = blank_list(out, copied, open);
                     copied = p;
                 } else if (strings) {
                     if (svalid[i] || p >= e || *p != '[') return i;  /* twice, or not a list */
                     const uint8_t *open = p;
-                    p++;
-                    while (p < e && WS(*p)) p++;
-                    if (p < e && *p == ']') {
-                        p++;
-                    } else {
-                        for (;;) {
-                            int64_t len;
-                            if (p >= e || *p != '"') return i;  /* a string each: null or a number is DuckDB's */
-                            p = string_into(p, e, sdata + sused, &len);
-                            if (!p) return i;
-                            sused += len;
-                            if (sused > INT32_MAX) return i;
-                            soffs[++nstr] = (int32_t)sused;
-                            while (p < e && WS(*p)) p++;
-                            if (p < e && *p == ',') {
-                                p++;
-                                while (p < e && WS(*p)) p++;
-                                continue;
-                            }
-                            if (p < e && *p == ']') { p++; break; }
-                            return i;
-                        }
+                    int more = first_item(&p, e);
+                    while (more == 1) {
+                        int64_t len;
+                        if (p >= e || *p != '"') return i;  /* a string each: null or a number is DuckDB's */
+                        p = string_into(p, e, sdata + sused, &len);
+                        if (!p) return i;
+                        sused += len;
+                        if (sused > INT32_MAX) return i;
+                        soffs[++nstr] = (int32_t)sused;
+                        more = next_item(&p, e);
                     }
-                    if (nstr > INT32_MAX) return i;
+                    if (!more || nstr > INT32_MAX) return i;
                     svalid[i] = 1;
                     slist[i + 1] = (int32_t)nstr;
-                    memcpy(out, copied, (size_t)(open - copied));
-                    out += open - copied;
-                    *out++ = '[';
-                    *out++ = ']';
+                    out = blank_list(out, copied, open);
                     copied = p;
                 } else {
                     p = value_end(p, e);
