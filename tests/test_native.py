@@ -369,3 +369,12 @@ def test_a_failing_reader_leaves_the_chunk_to_duckdb(tmp_path, monkeypatch):
     monkeypatch.setattr(native, "read_arrays", fail)
     run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "c", progress=False)
     assert run.tokens(run.samples["sample_id"].tolist())["logprob"].tolist() == [-0.5, -0.5]
+
+
+@needs_lib
+def test_results_outlive_the_next_read():
+    """The reader's outputs are copied out of its scratch memory: the next chunk's read leaves them as they were."""
+    first = native.read_arrays(_lines('{"a": [1.5, 2.5], "t": ["x", "y"]}'), ["a"], "t")
+    native.read_arrays(_lines('{"a": [7.0, 8.0, 9.0], "t": ["zzz", "w"], "pad": "' + "q" * 1000 + '"}'), ["a"], "t")
+    assert first[0].to_pylist() == ['{"a": [], "t": []}\n']
+    assert first[1][0].to_pylist() == [[1.5, 2.5]] and first[2].to_pylist() == [["x", "y"]]

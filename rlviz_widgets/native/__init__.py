@@ -100,16 +100,18 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
     names = [k.encode() for k in keys]
     key_bytes = np.frombuffer(b"".join(names) or b"\0", np.uint8)
     key_offs = np.concatenate([[0], np.cumsum([len(k) for k in names])]).astype(np.int64)
-    cap = size // 2 + 1  # a number and its comma take 2 bytes at least; only the pages written are backed
-    vals = [np.empty(cap, np.float32) for _ in keys]
+    # the outputs go to this thread's scratch arrays, reused from chunk to chunk, and are copied out at their size:
+    # fresh memory for each chunk (zeroed by the kernel, 2 MB at a time where it backs it with huge pages) cost
+    # more than the copies
+    vals = [_scratch(f"v{k}", size // 2 + 1, np.float32) for k in range(len(keys))]  # a number takes 2 bytes
     voffs = [np.empty(n + 1, np.int32) for _ in keys]
     valid = [np.empty(n, np.uint8) for _ in keys]
     skey = (strings or "").encode()
-    sdata = np.empty(size if strings else 1, np.uint8)  # unescaped, a string is no longer than its JSON
-    soffs = np.empty(size // 3 + 2 if strings else 1, np.int32)  # "", takes 3 bytes
+    sdata = _scratch("sdata", size if strings else 1, np.uint8)  # unescaped, a string is no longer than its JSON
+    soffs = _scratch("soffs", size // 3 + 2 if strings else 1, np.int32)  # "", takes 3 bytes
     slist = np.empty(n + 1, np.int32)
     svalid = np.empty(n, np.uint8)
-    text = np.empty(size, np.uint8)
+    text = _scratch("text", size, np.uint8)
     toffs = np.empty(n + 1, np.int64)
     ptrs = [(ctypes.c_void_p * max(len(keys), 1))(*map(_ptr, a)) for a in (vals, voffs, valid)]
     done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys), *ptrs,
@@ -117,14 +119,32 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
                             _ptr(text), _ptr(toffs))
     if done != n:
         return None
-    out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]]))
-    lists = [_list(o, pa.array(v[:o[-1]]), ok) for v, o, ok in zip(vals, voffs, valid)]
+    out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]].copy()))
+    lists = [_list(o, pa.array(v[:o[-1]].copy()), ok) for v, o, ok in zip(vals, voffs, valid)]
     texts = None
     if strings:
         count = int(slist[-1])
-        values = pa.StringArray.from_buffers(count, pa.py_buffer(soffs[:count + 1]), pa.py_buffer(sdata[:soffs[count]]))
+        values = pa.StringArray.from_buffers(count, pa.py_buffer(soffs[:count + 1].copy()),
+                                             pa.py_buffer(sdata[:soffs[count]].copy()))
         texts = _list(slist, values, svalid)
     return out, lists, texts
+
+
+_local = threading.local()
+
+
+SCRATCH_KEPT = 1 << 27  # bytes: a scratch array this big at most is kept for the next chunk (a chunk's is 2x its size)
+
+
+def _scratch(name: str, n: int, dtype) -> np.ndarray:
+    """This thread's scratch array ``name``, ``n`` long (only the pages written are backed). One for a huge line is
+    not kept: the thread would hold its pages for good."""
+    have = getattr(_local, name, None)
+    if have is None or len(have) < n:
+        have = np.empty(max(n, 1), dtype)
+        if have.nbytes <= SCRATCH_KEPT:
+            setattr(_local, name, have)
+    return have[:n]
 
 
 def _list(offsets: np.ndarray, values: pa.Array, valid: np.ndarray) -> pa.ListArray:
