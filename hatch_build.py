@@ -7,6 +7,7 @@ those arrays through DuckDB, only slower. ``CC`` names the compiler; ``RLVIZ_NO_
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,10 +39,14 @@ class NativeBuildHook(BuildHookInterface):
             print("rlviz_widgets: no C compiler (or RLVIZ_NO_NATIVE set): built without the native array reader; "
                   "cold opens are slower", file=sys.stderr)
             return
-        cmd = [cc, "-O2", "-fPIC", "-shared", "-o", str(out), str(root / SOURCE)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"rlviz_widgets: {' '.join(cmd)} failed, built without the native array reader:\n{proc.stderr}",
+        cmd = [*shlex.split(cc), "-O2", "-fPIC", "-shared", "-o", str(out), str(root / SOURCE)]  # CC="gcc -m64"
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            failed = proc.stderr if proc.returncode != 0 else None
+        except OSError as e:  # a CC that is not there
+            failed = str(e)
+        if failed is not None:
+            print(f"rlviz_widgets: {' '.join(cmd)} failed, built without the native array reader:\n{failed}",
                   file=sys.stderr)
             out.unlink(missing_ok=True)
             return

@@ -49,9 +49,9 @@ def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def _pip_wheel(source: Path, out: Path) -> Path:
+def _pip_wheel(source: Path, out: Path, **env: str) -> Path:
     _run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "--no-index",
-          "-q", "-w", str(out)], cwd=out.parent)
+          "-q", "-w", str(out)], cwd=out.parent, **env)
     (wheel,) = out.glob("rlviz_widgets-*.whl")
     return wheel
 
@@ -87,6 +87,20 @@ def _check_native(names: list[str], wheel: Path) -> None:
         return
     assert "rlviz_widgets/native/_arrays.so" in names
     assert not wheel.name.endswith("-none-any.whl"), wheel.name  # machine code: not a pure-Python wheel
+
+
+def test_a_wheel_built_without_a_compiler_works(tmp_path):
+    """No C compiler (``CC`` names none): the wheel is a pure one without the array reader, and opens runs."""
+    _require_build_tools()
+    wheel = _pip_wheel(ROOT, tmp_path / "wheel", CC="/nonexistent/cc")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.endswith(".so")] and wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    proc = _run([sys.executable, "-c", "import rlviz_widgets.native as n; assert n.library() is None; "
+                 "import runpy; runpy.run_module('rlviz_widgets', run_name='__main__')"], cwd=tmp_path,
+                PYTHONPATH=str(site), RLVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    assert "3000 samples over 24 steps" in proc.stdout
 
 
 def test_installed_wheel_opens_the_bundled_run(wheel, tmp_path):
