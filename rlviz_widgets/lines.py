@@ -43,8 +43,8 @@ class Chunk:
     repeats: np.ndarray | None = None  # line numbers where a key may be written twice, when a reader found them early
     steps: np.ndarray | None = None  # each line's step as its bytes tell it, when a reader asked early
     final: bool = False  # the read reached the end of the file (as it was when its reading began)
-    native: list[Future] | None = None  # (its lines with their number lists written [], {field: the lists}) when
-    # read ahead by ``rlviz_widgets.native``: a Future of that per piece of ``lines`` (or of None: lines it cannot read)
+    native: list[Future] | None = None  # (its lines with their number and token lists written [], {field: the
+    # lists}) when read ahead by ``rlviz_widgets.native``: a Future of that per piece of ``lines`` (or of None)
 
 
 class BufferPool:
@@ -52,7 +52,7 @@ class BufferPool:
 
     Fresh memory costs more than the read itself (the kernel zeroes every page on first touch; on a
     virtual machine the host may have to back each page too), so at most ``limit`` buffers are made:
-    one being parsed, one whose number arrays are being read (``native``, on a thread of its own) and one
+    one being parsed, one whose arrays and tokens are being read (``native``, on a thread of its own) and one
     being read (with two, the read of a chunk waited for the parse of the one two before, and the parser
     for both). Past that, ``get`` waits for one to come back (and makes a new
     one after ``patience`` seconds, so a consumer that stopped handing chunks back never blocks the

@@ -226,7 +226,7 @@ class RLBReader:
     def prepare(self, chunk: Chunk, arrays: bool = True) -> None:
         """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, the lines
         where a text field may not be a string, and those where a key may be written twice; with ``arrays``, its
-        number arrays too (``native_arrays``: on a thread of their own)."""
+        number arrays and token strings too (``native_arrays``: on a thread of their own)."""
         scanned = scan(chunk.lines, chunk.found) if len(chunk.lines) else None
         chunk.keys = candidate_keys(chunk.lines, chunk.found, scanned)
         chunk.odd = self._odd_lines(chunk, scanned)
@@ -234,17 +234,18 @@ class RLBReader:
         chunk.native = self.native_arrays(chunk) if arrays else None
 
     def native_arrays(self, chunk: Chunk) -> list[Future] | None:
-        """The chunk's number arrays being read by ``native.read_arrays`` (beside DuckDB's parse of the chunk
-        before; a future per piece of its lines), or None. Only the arrays the transform would read as FLOAT[]
-        from a key of their own, in chunks of object lines without another spelling of those keys (json_transform
-        matches keys whatever their case)."""
+        """The chunk's number arrays and token strings being read by ``native.read_arrays`` (beside DuckDB's parse
+        of the chunk before; a future per piece of its lines), or None. Only the lists the transform would read as
+        FLOAT[] (or VARCHAR[], the tokens) from a key of their own, in chunks of object lines without another
+        spelling of those keys (json_transform matches keys whatever their case)."""
         if chunk.keys is None or not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
             return None
         schema, ex, _ = self._spec(chunk.keys)
         refs = " ".join(v for v in ex.values() if v)
+        keys = self.fields()
         fields = {}
         for a in (*ARRAYS, "tokens"):
-            key = self.fields()[a]
+            key = keys[a]
             ref = f"r.{_q(key)}"
             if schema.get(key) == ("VARCHAR[]" if a == "tokens" else "FLOAT[]") and ex.get(a) == ref \
                     and refs.count(ref) == 1:
@@ -306,7 +307,7 @@ class RLBReader:
         odd = np.flatnonzero(chunk.first_bytes != _BRACE)
         if len(odd):  # blank, indented or not an object: sort those out first
             raw = _repair(raw, odd, problems)
-        # the number arrays read already (``native_arrays``): DuckDB reads the rest (a line it refuses: the chunk is
+        # the lists read already (``native_arrays``): DuckDB reads the rest (a line it refuses: the chunk is
         # read as it is, below, its odd lines found and reported as always)
         table = self._native_transform(con, chunk, steps) if chunk.native is not None and not len(odd) else None
         keys = chunk.keys
@@ -346,9 +347,10 @@ class RLBReader:
 
     def _native_transform(self, con: duckdb.DuckDBPyConnection, chunk: Chunk,
                           steps: list[int | None]) -> pa.Table | None:
-        """``_transform`` of the chunk's lines with their number arrays read already (``chunk.native``), the arrays
-        put back in; None when DuckDB refuses a line (the chunk is then read as it is, its odd lines found and
-        reported as always). Leaves the lines it read registered as ``raw`` for the checks after it."""
+        """``_transform`` of the chunk's lines with their number arrays and token strings read already
+        (``chunk.native``), those lists put back in; None when DuckDB refuses a line (the chunk is then read as it
+        is, its odd lines found and reported as always). Leaves the lines it read registered as ``raw`` for the
+        checks after it."""
         parts = [_result(f) for f in chunk.native]
         chunk.native = None  # not held past this parse
         if any(p is None for p in parts):
