@@ -210,3 +210,46 @@ def test_line_bytes_of_a_sliced_array():
 
     arr = pa.array(["x\n", "yy\n", "zzz\n"], pa.large_string()).slice(1)
     assert [line_bytes(arr, i) for i in range(len(arr))] == [b"yy\n", b"zzz\n"]
+
+
+def _vm_flags(address: int) -> list[str] | None:
+    """The kernel's flags of the mapping holding ``address`` (Linux), or None."""
+    try:
+        text = open("/proc/self/smaps").read()
+    except OSError:
+        return None
+    inside = False
+    for line in text.splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    return None
+
+
+def test_big_buffers_ask_for_ordinary_pages():
+    """Read buffers and the C reader's scratch are made in memory marked for ordinary pages: NumPy asks for huge
+    ones, whose first touch cost 10-20x more about half the time on the VMs measured (see ``plain_empty``)."""
+    import mmap
+
+    import numpy as np
+
+    from rlviz_widgets.lines import BufferPool, Chunk, plain_empty
+
+    small = plain_empty(100, np.int32)
+    assert small.dtype == np.int32 and len(small) == 100 and small.flags.writeable
+    big = plain_empty((8 << 20) + 3, np.float32)
+    assert big.dtype == np.float32 and len(big) == (8 << 20) + 3 and big.flags.writeable
+    big[-1] = 1.5
+    assert big[-1] == 1.5
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        flags = _vm_flags(big.ctypes.data + 8192)  # NumPy marks from the first whole page on
+        if flags is not None:
+            assert "nh" in flags and "hg" not in flags
+    pool = BufferPool(limit=1, patience=0.2)
+    buf = pool.get(16 << 20)
+    view = buf[5:100]
+    pool.put(Chunk(None, None, None, 0, 0, buffer=view))  # a view of it handed back: the buffer itself is reused
+    assert pool.get(10) is buf and pool.made == 1

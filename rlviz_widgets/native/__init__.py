@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ..lines import plain_empty
+
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
 _lib = None  # ctypes library, loaded on first use (False: not there)
@@ -141,7 +143,7 @@ def _scratch(name: str, n: int, dtype) -> np.ndarray:
     not kept: the thread would hold its pages for good."""
     have = getattr(_local, name, None)
     if have is None or len(have) < n:
-        have = np.empty(max(n, 1), dtype)
+        have = plain_empty(max(n, 1), dtype)
         if have.nbytes <= SCRATCH_KEPT:
             setattr(_local, name, have)
     return have[:n]
