@@ -1,4 +1,4 @@
-"""Build hook: compiles ``rlviz_widgets/native/arrays.c`` (the cold open's number-array reader) into the wheel.
+"""Build hook: compiles ``rlviz_widgets/native/*.c`` (the cold open's array reader and byte finder) into the wheel.
 
 Without a C compiler, or when it fails, the wheel is built without it (with a warning): the package then reads
 those arrays through DuckDB, only slower. ``CC`` names the compiler; ``RLVIZ_NO_NATIVE=1`` skips it.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = "rlviz_widgets/native/arrays.c"
+SOURCES = "rlviz_widgets/native"  # every .c file in it, into one library
 LIBRARY = "rlviz_widgets/native/_arrays.so"  # the name rlviz_widgets.native loads (on every platform)
 
 
@@ -39,7 +39,8 @@ class NativeBuildHook(BuildHookInterface):
             print("rlviz_widgets: no C compiler (or RLVIZ_NO_NATIVE set): built without the native array reader; "
                   "cold opens are slower", file=sys.stderr)
             return
-        cmd = [*shlex.split(cc), "-O2", "-fPIC", "-shared", "-o", str(out), str(root / SOURCE)]  # CC="gcc -m64"
+        sources = sorted(str(p) for p in (root / SOURCES).glob("*.c"))
+        cmd = [*shlex.split(cc), "-O2", "-fPIC", "-shared", "-o", str(out), *sources]  # CC="gcc -m64"
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             failed = proc.stderr if proc.returncode != 0 else None

@@ -8,7 +8,6 @@ Files are read with plain reads, chunk by chunk, so memory stays flat however bi
 
 from __future__ import annotations
 
-import mmap
 import os
 import queue
 import threading
@@ -20,12 +19,14 @@ from typing import TypeVar
 import numpy as np
 import pyarrow as pa
 
+from . import native
+from .pages import plain_empty
+
 CHUNK_BYTES = 32 * 1024 * 1024
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # a small first read: the parser starts sooner
 LAST_CHUNK_BYTES = 4 * 1024 * 1024  # a small last one: what waits on it (writing the last part) is short
 _BLOCK = 1 << 20  # bytes read and scanned at a time
 _SLACK = 4 << 20  # room in a new pooled buffer for the line carried over from the chunk before
-_PLAIN_FROM = 4 << 20  # bytes: NumPy asks for huge pages from this size on
 T = TypeVar("T")
 
 
@@ -47,22 +48,6 @@ class Chunk:
     final: bool = False  # the read reached the end of the file (as it was when its reading began)
     native: list[Future] | None = None  # (its lines with their number and token lists written [], {field: the
     # lists}) when read ahead by ``rlviz_widgets.native``: a Future of that per piece of ``lines`` (or of None)
-
-
-def plain_empty(n: int, dtype=np.uint8) -> np.ndarray:
-    """``np.empty(n, dtype)`` in memory the kernel backs with ordinary pages, not huge ones.
-
-    NumPy asks for huge pages for every big array. The kernel must then find (or compact memory into) 2 MB
-    of free contiguous memory on first touch: on this project's VMs that costs 10-20x more than ordinary
-    pages about half the time (108 MB of read buffers took 10 ms one run, 230 ms the next; ordinary ones ~50 ms).
-    """
-    size = max(n, 1) * np.dtype(dtype).itemsize
-    if size < _PLAIN_FROM or not hasattr(mmap, "MADV_NOHUGEPAGE"):
-        return np.empty(n, dtype)
-    # private and anonymous: unbacked (and zero) until touched, unmapped when the array goes
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(m, dtype, count=n)
 
 
 def owner(a: np.ndarray) -> np.ndarray:
@@ -154,9 +139,10 @@ def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
                 if not n:
                     break
                 size += n
-                newlines.append(find_byte(buf[scanned:size], 10) + scanned)
-                if also_find is not None:
-                    found.append(find_byte(buf[scanned:size], also_find) + scanned)
+                at, also = find_bytes(buf[scanned:size], 10, also_find)
+                newlines.append(at + scanned)
+                if also is not None:
+                    found.append(also + scanned)
                 scanned = size
             read = size - len(carry)
             ends = np.concatenate(newlines) if newlines else np.zeros(0, dtype=np.int64)
@@ -188,7 +174,21 @@ _scratch = threading.local()
 
 
 def find_byte(data: np.ndarray, value: int) -> np.ndarray:
-    """Positions of ``value`` in ``data`` (uint8), a block at a time.
+    """Positions of ``value`` in ``data`` (uint8)."""
+    return find_bytes(data, value)[0]
+
+
+def find_bytes(data: np.ndarray, value: int, also: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Positions of ``value`` in ``data`` (uint8), and of ``also`` (None when not asked), in one pass of the compiled
+    finder where there is one."""
+    got = native.find_bytes(data, value, also)
+    if got is not None:
+        return got
+    return _find_byte(data, value), None if also is None else _find_byte(data, also)
+
+
+def _find_byte(data: np.ndarray, value: int) -> np.ndarray:
+    """Positions of ``value`` in ``data`` (uint8), a block at a time, with NumPy.
 
     One comparison over the whole buffer would allocate a mask as big as the chunk, fresh
     memory the kernel must map page by page on every call: a reused 1 MB mask is ~2x faster.

@@ -174,14 +174,21 @@ def test_prefetch_hands_a_failure_to_the_consumer():
     reading.close()
 
 
-def test_find_byte_matches_a_plain_scan():
-    """Every position, in order, at block ends and in a last partial word, sparse or dense."""
+@pytest.mark.parametrize("compiled", [True, False])
+def test_find_byte_matches_a_plain_scan(compiled, monkeypatch):
+    """Every position, in order, at block ends and in a last partial word (or 16-byte vector), sparse or dense;
+    with the compiled finder (where it is built) and with NumPy's."""
     import numpy as np
 
-    from rlviz_widgets.lines import _BLOCK, find_byte
+    from rlviz_widgets import native
+    from rlviz_widgets.lines import _BLOCK, find_byte, find_bytes
 
+    if compiled and native.library() is None:
+        pytest.skip("the native library is not built here")
+    if not compiled:
+        monkeypatch.setattr(native, "_lib", False)
     rng = np.random.default_rng(3)
-    for size in (0, 1, 7, 8, 9, 63, _BLOCK - 1, _BLOCK, _BLOCK + 5, 2 * _BLOCK + 13):
+    for size in (0, 1, 7, 8, 9, 15, 16, 17, 31, 63, _BLOCK - 1, _BLOCK, _BLOCK + 5, 2 * _BLOCK + 13):
         for density in (0.0005, 0.3):
             data = np.where(rng.random(size) < density, 58, rng.integers(0, 256, size)).astype(np.uint8)
             data[data == 58] = 58  # the random fill may hold some too: all must be found
@@ -191,6 +198,25 @@ def test_find_byte_matches_a_plain_scan():
             want = np.flatnonzero(data == 58)
             got = find_byte(data, 58)
             assert got.tolist() == want.tolist() and got.dtype.kind == "i"
+            for start in (0, 3):  # an unaligned start too; two bytes at once, one of them absent or dense
+                part = data[start:]
+                for also in (10, 0xFF, 58):
+                    a, b = find_bytes(part, 58, also)
+                    assert a.tolist() == np.flatnonzero(part == 58).tolist()
+                    assert b.tolist() == np.flatnonzero(part == also).tolist()
+                assert find_bytes(part, 58)[1] is None
+
+
+def test_find_byte_of_strided_or_other_typed_data():
+    """What the compiled finder does not take (a strided view, another dtype) is looked through with NumPy."""
+    import numpy as np
+
+    from rlviz_widgets.lines import find_byte
+
+    data = np.frombuffer(b"a\nb\n\nc" * 1000, np.uint8)
+    assert find_byte(data[::2], 10).tolist() == np.flatnonzero(data[::2] == 10).tolist()
+    as_int8 = data.view(np.int8)
+    assert find_byte(as_int8, 10).tolist() == np.flatnonzero(data == 10).tolist()
 
 
 def test_read_chunks_reads_nothing_past_stop_when_a_line_is_carried(tmp_path):
@@ -236,7 +262,8 @@ def test_big_buffers_ask_for_ordinary_pages():
 
     import numpy as np
 
-    from rlviz_widgets.lines import BufferPool, Chunk, plain_empty
+    from rlviz_widgets.lines import BufferPool, Chunk
+    from rlviz_widgets.pages import plain_empty
 
     small = plain_empty(100, np.int32)
     assert small.dtype == np.int32 and len(small) == 100 and small.flags.writeable

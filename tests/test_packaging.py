@@ -7,12 +7,14 @@ is missing or older than ``js/src``; otherwise it only checks that the built fil
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -87,6 +89,9 @@ def _check_native(names: list[str], wheel: Path) -> None:
         return
     assert "rlviz_widgets/native/_arrays.so" in names
     assert not wheel.name.endswith("-none-any.whl"), wheel.name  # machine code: not a pure-Python wheel
+    with tempfile.TemporaryDirectory() as tmp:  # every C file went in: the array reader and the byte finder
+        lib = ctypes.CDLL(zipfile.ZipFile(wheel).extract("rlviz_widgets/native/_arrays.so", tmp))
+        assert lib.rlviz_arrays and lib.rlviz_find
 
 
 def test_a_wheel_built_without_a_compiler_works(tmp_path):
@@ -123,7 +128,7 @@ def test_sdist_ships_data_and_front_ends_and_builds_a_wheel(tmp_path):
     top = sdist.name.removesuffix(".tar.gz") + "/"
     _check_package_files(names, top)
     assert {top + "pyproject.toml", top + "README.md", top + "PKG-INFO", top + "hatch_build.py",
-            top + "rlviz_widgets/native/arrays.c"} <= set(names)
+            top + "rlviz_widgets/native/arrays.c", top + "rlviz_widgets/native/find.c"} <= set(names)
     assert not [n for n in names if n.endswith(".so")]  # built by whoever installs it
     assert not [n for n in names if n.removeprefix(top).startswith(NOT_SHIPPED)]
     # pip installing from the sdist: no js/ in it, so the hook only checks the built files it holds

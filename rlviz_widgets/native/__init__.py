@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..lines import plain_empty
+from ..pages import plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
@@ -76,6 +76,8 @@ def _load():
     lib.rlviz_arrays.restype = ctypes.c_int64
     lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
                                  p, p, p, p, p, p]
+    lib.rlviz_find.restype = ctypes.c_int64
+    lib.rlviz_find.argtypes = [p, ctypes.c_int64, ctypes.c_uint8, ctypes.c_uint8, p, p, p]
     lib.rlviz_set_powers.restype = None
     lib.rlviz_set_powers.argtypes = [p, p]
     hi, lo = powers()
@@ -130,6 +132,35 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
                                              pa.py_buffer(sdata[:soffs[count]].copy()))
         texts = _list(slist, values, svalid)
     return out, lists, texts
+
+
+FIND_BLOCK = 1 << 20  # bytes looked through per call: the positions' scratch is 8x that
+
+
+def find_bytes(data: np.ndarray, value: int, also: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Positions (int64) of byte ``value`` in ``data`` (uint8, contiguous) and of ``also`` (None when not asked), or
+    None without the compiled function."""
+    lib = library()
+    if lib is None or data.dtype != np.uint8 or not data.flags.c_contiguous:
+        return None
+    n = len(data)
+    step = min(n, FIND_BLOCK)
+    out_a, out_b = _scratch("find_a", step, np.int64), _scratch("find_b", step if also is not None else 0, np.int64)
+    nb = ctypes.c_int64(0)
+    found_a, found_b = [], []
+    base = _ptr(data)
+    for off in range(0, n, FIND_BLOCK):
+        m = min(FIND_BLOCK, n - off)
+        ka = lib.rlviz_find(base + off, m, value, also if also is not None else 0, _ptr(out_a),
+                            _ptr(out_b) if also is not None else None, ctypes.byref(nb))
+        found_a.append(out_a[:ka] + off)
+        if also is not None:
+            found_b.append(out_b[:nb.value] + off)
+    a = np.concatenate(found_a) if found_a else np.zeros(0, np.int64)
+    if also is None:
+        return a, None
+    return a, np.concatenate(found_b) if found_b else np.zeros(0, np.int64)
 
 
 _local = threading.local()
