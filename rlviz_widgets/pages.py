@@ -19,7 +19,10 @@ def plain_empty(n: int, dtype=np.uint8) -> np.ndarray:
     size = max(n, 1) * np.dtype(dtype).itemsize
     if size < _PLAIN_FROM or not hasattr(mmap, "MADV_NOHUGEPAGE"):
         return np.empty(n, dtype)
-    # private and anonymous: unbacked (and zero) until touched, unmapped when the array goes
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_NOHUGEPAGE)
+    try:
+        # private and anonymous: unbacked (and zero) until touched, unmapped when the array goes
+        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_NOHUGEPAGE)  # EINVAL on a kernel built without huge pages
+    except OSError:
+        return np.empty(n, dtype)
     return np.frombuffer(m, dtype, count=n)

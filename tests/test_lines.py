@@ -280,3 +280,28 @@ def test_big_buffers_ask_for_ordinary_pages():
     view = buf[5:100]
     pool.put(Chunk(None, None, None, 0, 0, buffer=view))  # a view of it handed back: the buffer itself is reused
     assert pool.get(10) is buf and pool.made == 1
+
+
+def test_big_buffers_without_the_kernels_help(monkeypatch):
+    """A kernel built without huge pages refuses the advice (EINVAL), and a mapping may be refused: the buffer is then
+    NumPy's own, never an error."""
+    import mmap
+
+    import numpy as np
+
+    from rlviz_widgets import pages
+
+    class Refusing(mmap.mmap):
+        def madvise(self, *args):
+            raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(pages.mmap, "mmap", Refusing)
+    a = pages.plain_empty(8 << 20, np.float32)
+    assert len(a) == 8 << 20 and a.dtype == np.float32 and a.flags.writeable
+
+    def no_map(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(pages.mmap, "mmap", no_map)
+    b = pages.plain_empty(8 << 20)
+    assert len(b) == 8 << 20 and b.dtype == np.uint8
