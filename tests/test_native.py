@@ -213,6 +213,27 @@ def test_the_library_is_built_where_a_compiler_is():
     assert native.library() is not None
 
 
+@pytest.mark.parametrize("source", ["int32_t rlviz_find(void) { return 0; }",  # older: no version at all
+                                    "#include <stdint.h>\nint32_t rlviz_abi(void) { return 1; }"])
+def test_a_library_of_other_sources_is_left_alone(tmp_path, source):
+    """A library built from other sources (a checkout changed them, the install was not redone) would be called with
+    other arguments and crash: it is not used, with a warning saying how to rebuild it."""
+    import subprocess
+
+    cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    if cc is None:
+        pytest.skip("no C compiler here")
+    (tmp_path / "old.c").write_text("#include <stdint.h>\n" + source + "\n")
+    lib = tmp_path / "_arrays.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "old.c")], check=True)
+    with pytest.warns(RuntimeWarning, match="other sources"):
+        assert native._load(lib) is None
+    if native.library() is not None:  # this install's own is of this version
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert native._load() is not None
+
+
 # -- a run opened both ways ----------------------------------------------------------------------------------------
 def _frames(run) -> dict[str, pd.DataFrame]:
     samples = run.samples

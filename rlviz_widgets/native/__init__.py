@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ..pages import plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
+ABI = 2  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -64,13 +66,19 @@ def library():
     return _lib or None
 
 
-def _load():
-    path = Path(__file__).with_name(LIBRARY)
+def _load(path: Path | None = None):
+    path = path or Path(__file__).with_name(LIBRARY)
     if not path.exists() or os.environ.get("RLVIZ_NO_NATIVE"):
         return None
     try:
         lib = ctypes.CDLL(str(path))
     except OSError:  # built for another machine, say
+        return None
+    abi = getattr(lib, "rlviz_abi", None)
+    if abi is None or _abi(abi) != ABI:
+        warnings.warn(f"rlviz_widgets: {path} was built from other sources than this version's: it is not used (first "
+                      "opens are slower) until the package is installed again (pip install -e . rebuilds it)",
+                      RuntimeWarning, stacklevel=2)
         return None
     p = ctypes.c_void_p
     lib.rlviz_arrays.restype = ctypes.c_int64
@@ -83,6 +91,11 @@ def _load():
     hi, lo = powers()
     lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
     return lib
+
+
+def _abi(fn) -> int:
+    fn.restype, fn.argtypes = ctypes.c_int32, []
+    return fn()
 
 
 def _ptr(a: np.ndarray) -> int:
