@@ -320,17 +320,32 @@ def test_chunk_query_is_bound_once_per_cursor_and_reads_the_raw_of_the_time(monk
     cur.register("raw", pa.table({"x": [1, 2, 3]}))
     sql = "SELECT x * 2 AS y FROM raw"
     assert rlb._query(cur, sql)["y"].to_pylist() == [2, 4, 6]
-    ((name, rel),) = rlb._VIEWS[id(cur)].items()
+    ((name, rel),) = rlb._VIEWS[id(cur)][1].items()
     cur.unregister("raw")
     cur.register("raw", pa.table({"x": [7, 8]}))  # the next chunk
     assert rlb._query(cur, sql)["y"].to_pylist() == [14, 16]
-    assert rlb._VIEWS[id(cur)][name] is rel  # not made again
+    assert rlb._VIEWS[id(cur)][1][name] is rel  # not made again
     other = db.cursor()
     other.register("raw", pa.table({"x": [5]}))
     assert rlb._query(other, sql)["y"].to_pylist() == [10]
-    assert rlb._VIEWS[id(other)][name] is not rel
+    assert rlb._VIEWS[id(other)][1][name] is not rel
     cur.execute(f"DROP VIEW {name}")
     assert rlb._query(cur, sql)["y"].to_pylist() == [14, 16]
+    # a new cursor with a closed one's id (CPython reuses the memory of freed objects): the closed one's relations
+    # fail ("connection closed"); what is made for the new one is its own
+    cur.close()
+    third = db.cursor()
+    third.register("raw", pa.table({"x": [4]}))
+    rlb._VIEWS[id(third)] = rlb._VIEWS.pop(id(cur))
+    assert rlb._query(third, sql)["y"].to_pylist() == [8]
+    assert rlb._VIEWS[id(third)][0] is third
+
+    class Closed:
+        def to_arrow_table(self):
+            raise duckdb.ConnectionException("Connection Error: Connection has already been closed")
+
+    rlb._VIEWS[id(third)][1][name] = Closed()  # a relation that fails for its cursor's sake: made again
+    assert rlb._query(third, sql)["y"].to_pylist() == [8]
 
 
 # -- bad input in other formats ----------------------------------------------------------------

@@ -80,6 +80,18 @@ def _load(path: Path | None = None):
                       "opens are slower) until the package is installed again (pip install -e . rebuilds it)",
                       RuntimeWarning, stacklevel=2)
         return None
+    try:
+        _declare(lib)
+    except AttributeError:  # of this version, but without every function (built by hand from some of the sources)
+        warnings.warn(f"rlviz_widgets: {path} lacks some of its functions: it is not used (first opens are slower) "
+                      "until the package is installed again", RuntimeWarning, stacklevel=2)
+        return None
+    hi, lo = powers()
+    lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
+    return lib
+
+
+def _declare(lib) -> None:
     p = ctypes.c_void_p
     lib.rlviz_arrays.restype = ctypes.c_int64
     lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
@@ -88,9 +100,6 @@ def _load(path: Path | None = None):
     lib.rlviz_find.argtypes = [p, ctypes.c_int64, ctypes.c_uint8, ctypes.c_uint8, p, p, p]
     lib.rlviz_set_powers.restype = None
     lib.rlviz_set_powers.argtypes = [p, p]
-    hi, lo = powers()
-    lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
-    return lib
 
 
 def _abi(fn) -> int:

@@ -1,6 +1,7 @@
 /* Where two bytes are in a block of bytes: the line reader's newlines and the key scan's colons (numpy's compares,
  * nonzero and concatenations over the same bytes took about a tenth of a cold open's CPU). SSE2 where the compiler
- * has it (every x86-64), a byte at a time elsewhere and for the tail. */
+ * has it (every x86-64), a byte at a time elsewhere and for the tail. A change of the arguments changes rlviz_abi()
+ * (arrays.c) and native.ABI too. */
 #include <stdint.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>

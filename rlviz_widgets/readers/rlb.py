@@ -670,7 +670,7 @@ class RLBReader:
 
 _JSON_KINDS = {"OBJECT": "an object", "ARRAY": "a list", "BOOLEAN": "a boolean", "BIGINT": "a number",
                "UBIGINT": "a number", "DOUBLE": "a number"}
-_VIEWS: dict[int, dict] = {}  # per cursor (by id; the relations hold it, so no other takes its id): view -> relation
+_VIEWS: dict[int, tuple] = {}  # id of a cursor -> (the cursor, {chunk view: the relation reading it})
 
 
 def _result(future: Future):
@@ -893,19 +893,28 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     one again does not, and reads the ``raw`` registered at the time.
     """
     name = "_chunk_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
-    made = _VIEWS.setdefault(id(con), {})
+    made = _made(con)
     rel = made.get(name)
     if rel is not None:
         try:
             return rel.to_arrow_table()
-        except duckdb.CatalogException:  # the view is gone (dropped by someone): made again
-            made.clear()
+        except (duckdb.CatalogException, duckdb.ConnectionException):  # the view dropped meanwhile, say: made again
+            made.clear()  # (not on other errors: those are the chunk's, and would come again)
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
-    if len(_VIEWS) > 64:  # cursors long closed (each is held by its relations until then)
+    if len(_VIEWS) > 64:  # cursors long closed (each held here until then)
         _VIEWS.clear()
-        made = _VIEWS.setdefault(id(con), {})
+        made = _made(con)
     rel = made[name] = con.sql(f"SELECT * FROM {name}")
     return rel.to_arrow_table()
+
+
+def _made(con: duckdb.DuckDBPyConnection) -> dict:
+    """The chunk views (and relations) made on ``con``. Kept with the cursor itself: a relation does not keep its
+    cursor alive, and a new cursor may get a closed one's id (its relations would fail, "connection closed")."""
+    held = _VIEWS.get(id(con))
+    if held is None or held[0] is not con:
+        held = _VIEWS[id(con)] = (con, {})
+    return held[1]
 
 
 def _repair(raw: pa.Table, idx, problems: list[list], strict: bool = False) -> pa.Table:
