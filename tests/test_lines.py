@@ -217,6 +217,7 @@ def test_find_byte_of_strided_or_other_typed_data():
     assert find_byte(data[::2], 10).tolist() == np.flatnonzero(data[::2] == 10).tolist()
     as_int8 = data.view(np.int8)
     assert find_byte(as_int8, 10).tolist() == np.flatnonzero(data == 10).tolist()
+    assert find_byte(data, 10 + 256).tolist() == []  # no byte is 266 (ctypes would have looked for 10)
 
 
 def test_read_chunks_reads_nothing_past_stop_when_a_line_is_carried(tmp_path):

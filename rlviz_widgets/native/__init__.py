@@ -164,7 +164,8 @@ def find_bytes(data: np.ndarray, value: int, also: int | None = None
     """Positions (int64) of byte ``value`` in ``data`` (uint8, contiguous) and of ``also`` (None when not asked), or
     None without the compiled function."""
     lib = library()
-    if lib is None or data.dtype != np.uint8 or not data.flags.c_contiguous:
+    if lib is None or data.dtype != np.uint8 or not data.flags.c_contiguous or not 0 <= value <= 255 \
+            or (also is not None and not 0 <= also <= 255):  # (ctypes would wrap a value past a byte's)
         return None
     n = len(data)
     step = min(n, FIND_BLOCK)
