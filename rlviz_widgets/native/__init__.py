@@ -23,7 +23,7 @@ from ..pages import plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
-ABI = 2  # arrays.c's rlviz_abi(): the functions' arguments as called here
+ABI = 3  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -88,6 +88,7 @@ def _load(path: Path | None = None):
         return None
     hi, lo = powers()
     lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
+    lib.find_vector = bool(lib.rlviz_find_vector())
     return lib
 
 
@@ -98,6 +99,7 @@ def _declare(lib) -> None:
                                  p, p, p, p, p, p]
     lib.rlviz_find.restype = ctypes.c_int64
     lib.rlviz_find.argtypes = [p, ctypes.c_int64, ctypes.c_uint8, ctypes.c_uint8, p, p, p]
+    lib.rlviz_find_vector.restype, lib.rlviz_find_vector.argtypes = ctypes.c_int32, []
     lib.rlviz_set_powers.restype = None
     lib.rlviz_set_powers.argtypes = [p, p]
 
@@ -162,10 +164,11 @@ FIND_BLOCK = 1 << 20  # bytes looked through per call: the positions' scratch is
 def find_bytes(data: np.ndarray, value: int, also: int | None = None
                ) -> tuple[np.ndarray, np.ndarray | None] | None:
     """Positions (int64) of byte ``value`` in ``data`` (uint8, contiguous) and of ``also`` (None when not asked), or
-    None without the compiled function."""
+    None: no compiled function, or one that looks a byte at a time (NumPy's search is faster), or other input."""
     lib = library()
-    if lib is None or data.dtype != np.uint8 or not data.flags.c_contiguous or not 0 <= value <= 255 \
-            or (also is not None and not 0 <= also <= 255):  # (ctypes would wrap a value past a byte's)
+    if lib is None or not lib.find_vector or data.dtype != np.uint8 or not data.flags.c_contiguous:
+        return None
+    if not 0 <= value <= 255 or (also is not None and not 0 <= also <= 255):  # ctypes would wrap them
         return None
     n = len(data)
     step = min(n, FIND_BLOCK)
