@@ -207,9 +207,14 @@ def test_strings_not_utf8_are_left_to_duckdb(raw):
     assert native.read_arrays(lines, [], "t") is None
 
 
+def _compiler() -> str | None:
+    """A C compiler on this machine, as the build hook looks for one."""
+    return next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+
+
 def test_the_library_is_built_where_a_compiler_is():
     """The build hook (hatch_build.py) compiled it into this install: without it the cold open is slower."""
-    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+    if _compiler() is None:
         pytest.skip("no C compiler here: the package reads the arrays through DuckDB")
     assert native.library() is not None
 
@@ -222,7 +227,7 @@ def test_a_library_of_other_sources_is_left_alone(tmp_path, source):
     other arguments and crash: it is not used, with a warning saying how to rebuild it."""
     import subprocess
 
-    cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    cc = _compiler()
     if cc is None:
         pytest.skip("no C compiler here")
     (tmp_path / "old.c").write_text("#include <stdint.h>\n" + source + "\n")
@@ -241,7 +246,7 @@ def test_a_finder_built_without_vectors_leaves_the_search_to_numpy(tmp_path, mon
     NumPy's search: NumPy's is used, with the same positions."""
     import subprocess
 
-    cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    cc = _compiler()
     if cc is None:
         pytest.skip("no C compiler here")
     sources = sorted(str(p) for p in Path(native.__file__).parent.glob("*.c"))

@@ -183,10 +183,14 @@ def find_bytes(data: np.ndarray, value: int, also: int | None = None
         found_a.append(out_a[:ka] + off)
         if also is not None:
             found_b.append(out_b[:nb.value] + off)
-    a = np.concatenate(found_a) if found_a else np.zeros(0, np.int64)
-    if also is None:
-        return a, None
-    return a, np.concatenate(found_b) if found_b else np.zeros(0, np.int64)
+    return _joined(found_a), None if also is None else _joined(found_b)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The blocks' positions as one array (the reading thread asks a block at a time: no second copy then)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 _local = threading.local()
