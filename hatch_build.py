@@ -1,4 +1,5 @@
-"""Build hook: compiles ``rlviz_widgets/native/*.c`` (the cold open's array reader and byte finder) into the wheel.
+"""Build hook: compiles ``rlviz_widgets/_ingest/native/*.c`` (the cold open's array reader and byte finder) into
+the wheel.
 
 Without a C compiler, or when it fails, the wheel is built without it (with a warning): the package then reads
 those arrays through DuckDB, only slower. ``CC`` names the compiler; ``RLVIZ_NO_NATIVE=1`` skips it.
@@ -16,8 +17,8 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCES = "rlviz_widgets/native"  # every .c file in it, into one library
-LIBRARY = "rlviz_widgets/native/_arrays.so"  # the name rlviz_widgets.native loads (on every platform)
+SOURCES = "rlviz_widgets/_ingest/native"  # every .c file in it, into one library
+LIBRARY = "rlviz_widgets/_ingest/native/_arrays.so"  # the name rlviz_widgets._ingest.native loads (on every platform)
 
 
 class NativeBuildHook(BuildHookInterface):

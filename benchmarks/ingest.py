@@ -83,7 +83,7 @@ def log_size(folder: Path) -> int:
 
 def make_log(folder: Path, spec: dict) -> dict:
     """Write the synthetic log (growing the token count until it is big enough); reuse one already there."""
-    from rlviz_widgets.synth import write_log
+    from rlviz_widgets._synth import write_log
 
     marker = folder / ".ingest_params.json"
     min_bytes = spec["min_mb"] * MB

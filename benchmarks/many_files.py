@@ -37,7 +37,7 @@ def worker(case: str, logdir: str, cache: str) -> dict:
     import warnings
 
     import rlviz_widgets
-    from rlviz_widgets import cache as cachemod
+    from rlviz_widgets._store import cache as cachemod
 
     warnings.simplefilter("ignore")
     if case == "apart":
@@ -49,7 +49,7 @@ def worker(case: str, logdir: str, cache: str) -> dict:
 
 def make_logs(root: Path, spec: dict) -> dict[str, Path]:
     """The per-step files and the one file, holding the same records."""
-    from rlviz_widgets.synth import make_record
+    from rlviz_widgets._synth import make_record
 
     many, one = root / "many", root / "one"
     many.mkdir(parents=True)

@@ -38,7 +38,7 @@ def worker(case: str, logdir: str, cache: str) -> dict:
     import warnings
 
     import rlviz_widgets
-    from rlviz_widgets.run import Run
+    from rlviz_widgets.run.run import Run
 
     warnings.simplefilter("ignore")
     Run._NUMS_BY_FILE = case == "by_change"
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if run_as_worker(args, worker):
         return 0
 
-    from rlviz_widgets.synth import write_sample_log
+    from rlviz_widgets._synth import write_sample_log
 
     spec = QUICK if args.quick else FULL
     scratch = Path(tempfile.mkdtemp(prefix="rlviz_refresh_"))

@@ -86,7 +86,7 @@ def _pool(spec: dict, seed: int = 0) -> list[list[tuple[str, str, float, int]]]:
     import importlib.util
 
     # synth.py needs nothing else from the package: loaded on its own, the writers skip pandas and DuckDB
-    mod_spec = importlib.util.spec_from_file_location("_rlviz_synth", ROOT / "rlviz_widgets" / "synth.py")
+    mod_spec = importlib.util.spec_from_file_location("_rlviz_synth", ROOT / "rlviz_widgets" / "_synth.py")
     synth = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(synth)
     make_record = synth.make_record
@@ -221,7 +221,7 @@ def worker_naive(logdir: str, cache: str, ranges: list, bins: int = 30) -> dict:
     import rlviz_widgets as rw
 
     warnings.simplefilter("ignore")
-    from rlviz_widgets.table_source import TableSource
+    from rlviz_widgets._table_source import TableSource
 
     run = rw.open_run(logdir, cache_dir=cache, progress=False)
     columns = TableSource.from_run(run).default_columns()  # the columns the table shows

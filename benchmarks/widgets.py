@@ -73,7 +73,7 @@ def naive_page(df, offset: int, limit: int, columns: list[str], total: int) -> s
 
 def bench_table(spec: dict, runs: int, scratch: Path) -> dict:
     import rlviz_widgets as rw
-    from rlviz_widgets.synth import write_sample_log
+    from rlviz_widgets._synth import write_sample_log
 
     n = spec["samples"]
     logdir, cache = scratch / "samples", scratch / "cache_samples"
@@ -314,7 +314,7 @@ window.benchReady = true;
 def strip_reply(spec: dict, scratch: Path) -> dict:
     """A token-level log with one response of ``spec['tokens']`` tokens, and TokenStrip's real reply for it."""
     import rlviz_widgets as rw
-    from rlviz_widgets.synth import make_record
+    from rlviz_widgets._synth import make_record
 
     logdir = scratch / "strip"
     logdir.mkdir()

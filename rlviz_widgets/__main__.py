@@ -12,11 +12,11 @@ import sys
 import time
 import warnings
 
-from . import cache_usage, open_run, prune_cache
-from .demo import demo_sources
-from .problems import LogWarning
-from .readers import READERS
-from .readers.rlb import DEFAULT_PAD_TOKEN
+from rlviz_widgets import cache_usage, open_run, prune_cache
+from rlviz_widgets._ingest.readers import READERS
+from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN
+from rlviz_widgets._problems import LogWarning
+from rlviz_widgets.demo import demo_sources
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cache import default_cache_root
-from .synth import write_log
+from rlviz_widgets._store.cache import default_cache_root
+from rlviz_widgets._synth import write_log
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -28,5 +28,5 @@ rm -rf .venv310
 .venv310/bin/python -m pip install -q . pytest
 .venv310/bin/python -c 'import duckdb, pandas, pyarrow; print("duckdb", duckdb.__version__, "pandas", pandas.__version__, "pyarrow", pyarrow.__version__)'
 # the browser, notebook, benchmark and packaging tests need the full set-up: they run on the main Python
-.venv310/bin/python -m pytest -q -p no:cacheprovider tests --ignore=tests/browser --ignore=tests/test_notebook.py \
-    --ignore=tests/test_packaging.py --ignore=tests/test_bench_runview.py --ignore=tests/test_bench_widgets.py
+.venv310/bin/python -m pytest -q -p no:cacheprovider tests --ignore=tests/browser --ignore=tests/widgets/test_notebook.py \
+    --ignore=tests/test_packaging.py --ignore=tests/benchmarks/test_bench_runview.py --ignore=tests/benchmarks/test_bench_widgets.py

@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:  # the package is used from the checkout, not inst
     sys.path.insert(0, str(ROOT))
 
 import rlviz_widgets  # noqa: E402
-from rlviz_widgets.synth import write_log  # noqa: E402
+from rlviz_widgets._synth import write_log  # noqa: E402
 
 SHARED_DATA = ROOT / "rlviz_widgets" / "data"  # the same real files as shared/data, bundled
 POEM = SHARED_DATA / "rlb_eval_poem_task.jsonl"
@@ -55,7 +55,7 @@ def open_run(cache_dir):
 
 @pytest.fixture
 def synth_logs(tmp_path):
-    """Write a small multi-rank log folder with ``rlviz_widgets.synth.write_log``; returns (folder, files)."""
+    """Write a small multi-rank log folder with ``rlviz_widgets._synth.write_log``; returns (folder, files)."""
 
     def _make(name: str = "logs", **kw) -> tuple[Path, list[Path]]:
         kw.setdefault("steps", 4)

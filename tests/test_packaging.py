@@ -87,10 +87,10 @@ def _check_native(names: list[str], wheel: Path) -> None:
     """With a C compiler, the build hook (hatch_build.py) compiled the array reader into a platform wheel."""
     if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
         return
-    assert "rlviz_widgets/native/_arrays.so" in names
+    assert "rlviz_widgets/_ingest/native/_arrays.so" in names
     assert not wheel.name.endswith("-none-any.whl"), wheel.name  # machine code: not a pure-Python wheel
     with tempfile.TemporaryDirectory() as tmp:  # every C file went in: the array reader and the byte finder
-        lib = ctypes.CDLL(zipfile.ZipFile(wheel).extract("rlviz_widgets/native/_arrays.so", tmp))
+        lib = ctypes.CDLL(zipfile.ZipFile(wheel).extract("rlviz_widgets/_ingest/native/_arrays.so", tmp))
         assert lib.rlviz_arrays and lib.rlviz_find
 
 
@@ -102,7 +102,7 @@ def test_a_wheel_built_without_a_compiler_works(tmp_path):
     assert not [n for n in names if n.endswith(".so")] and wheel.name.endswith("-py3-none-any.whl"), wheel.name
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    proc = _run([sys.executable, "-c", "import rlviz_widgets.native as n; assert n.library() is None; "
+    proc = _run([sys.executable, "-c", "import rlviz_widgets._ingest.native as n; assert n.library() is None; "
                  "import runpy; runpy.run_module('rlviz_widgets', run_name='__main__')"], cwd=tmp_path,
                 PYTHONPATH=str(site), RLVIZ_CACHE_DIR=str(tmp_path / "cache"))
     assert "3000 samples over 24 steps" in proc.stdout
@@ -128,7 +128,7 @@ def test_sdist_ships_data_and_front_ends_and_builds_a_wheel(tmp_path):
     top = sdist.name.removesuffix(".tar.gz") + "/"
     _check_package_files(names, top)
     assert {top + "pyproject.toml", top + "README.md", top + "PKG-INFO", top + "hatch_build.py",
-            top + "rlviz_widgets/native/arrays.c", top + "rlviz_widgets/native/find.c"} <= set(names)
+            top + "rlviz_widgets/_ingest/native/arrays.c", top + "rlviz_widgets/_ingest/native/find.c"} <= set(names)
     assert not [n for n in names if n.endswith(".so")]  # built by whoever installs it
     assert not [n for n in names if n.removeprefix(top).startswith(NOT_SHIPPED)]
     # pip installing from the sdist: no js/ in it, so the hook only checks the built files it holds

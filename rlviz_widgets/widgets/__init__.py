@@ -1,8 +1,8 @@
 """Thin anywidget classes: traits and request handlers, no data logic."""
 
-from .chart import ChartWidget
-from .run_view import RunView
-from .sample_table import SampleTable
-from .token_strip import TokenStrip
+from rlviz_widgets.widgets.chart import ChartWidget
+from rlviz_widgets.widgets.run_view import RunView
+from rlviz_widgets.widgets.sample_table import SampleTable
+from rlviz_widgets.widgets.token_strip import TokenStrip
 
 __all__ = ["ChartWidget", "RunView", "SampleTable", "TokenStrip"]

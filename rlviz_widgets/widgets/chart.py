@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pandas as pd
 import traitlets
 
-from ..charts import columns_payload
-from ._base import STATIC, RpcWidget, rpc
+from rlviz_widgets._charts import columns_payload
+from rlviz_widgets.widgets._base import STATIC, RpcWidget, rpc
 
 
 class ChartWidget(RpcWidget):

@@ -10,14 +10,15 @@ import ipywidgets as W
 import pandas as pd
 import traitlets
 
-from .. import charts
-from .. import groups as groupsmod
-from ..run import Run, _bin_count, open_run
-from ..runset import RunSet
-from .chart import ChartWidget
-from .sample_table import SampleTable
-from .step_slider import StepSlider
-from .token_strip import TokenStrip
+from rlviz_widgets import _charts as charts
+from rlviz_widgets import _groups as groupsmod
+from rlviz_widgets._sql import bin_count
+from rlviz_widgets.run.run import Run, open_run
+from rlviz_widgets.run.runset import RunSet
+from rlviz_widgets.widgets.chart import ChartWidget
+from rlviz_widgets.widgets.sample_table import SampleTable
+from rlviz_widgets.widgets.step_slider import StepSlider
+from rlviz_widgets.widgets.token_strip import TokenStrip
 
 
 class _Unset:
@@ -113,7 +114,7 @@ class RunView(W.VBox):
         reward bins of the heat map and histograms; ``follow``: look at the logs every ``follow_interval``
         seconds; ``open_run_options``: passed to ``open_run`` (``steps=`` there keeps only those steps in the
         run; ``filter(steps=...)`` brushes them in the view)."""
-        bins = _bin_count(bins)  # before the logs are read: bins=0 failed only when the front end asked for data
+        bins = bin_count(bins)  # before the logs are read: bins=0 failed only when the front end asked for data
         if isinstance(source, Run):
             if open_run_options:
                 raise TypeError("open_run options apply when RunView opens the logs itself, not to a given Run")

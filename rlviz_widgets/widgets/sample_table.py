@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import traitlets
 
-from ..run import Run
-from ..table_source import TableSource
-from ._base import STATIC, RpcWidget, rpc, surface_errors
+from rlviz_widgets._table_source import TableSource
+from rlviz_widgets.run.run import Run
+from rlviz_widgets.widgets._base import STATIC, RpcWidget, rpc, surface_errors
 
 MAX_SELECTED = 5000
 MAX_PAGE = 500

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import traitlets
 
-from ..run import Run
-from ._base import STATIC, RpcWidget, rpc, surface_errors
+from rlviz_widgets.run.run import Run
+from rlviz_widgets.widgets._base import STATIC, RpcWidget, rpc, surface_errors
 
 MAX_SAMPLES = 64
 MAX_STRIP_TOKENS = 32_768  # tokens sent per answer, shared by its samples (a chip each: the page stays responsive)

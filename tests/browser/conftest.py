@@ -31,7 +31,7 @@ def chromium_path(chromium) -> str:
 @pytest.fixture(scope="session")
 def lab_root(tmp_path_factory) -> Path:
     """The folder JupyterLab serves: notebooks are written here, with logs beside them."""
-    from rlviz_widgets.synth import make_record, write_log
+    from rlviz_widgets._synth import make_record, write_log
 
     root = tmp_path_factory.mktemp("lab-root")
     write_log(root / "logs", steps=12, samples_per_step=48, tokens=40, ranks=2, seed=1)
@@ -46,7 +46,7 @@ def lab_root(tmp_path_factory) -> Path:
     rec["reward"] = 9.5  # the top reward: first when sorting descending
     with open(root / "logs" / "rollout_rank0.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
-    from rlviz_widgets.synth import write_sample_log
+    from rlviz_widgets._synth import write_sample_log
 
     write_sample_log(root / "million", samples=1_000_000, steps=100, ranks=4)  # a million-sample run
     return root

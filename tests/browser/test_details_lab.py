@@ -23,7 +23,7 @@ BIG_ROWS = 6_200
 
 
 def _write_steps(folder, counts: dict[int, int], seed: int) -> None:
-    from rlviz_widgets.synth import make_record
+    from rlviz_widgets._synth import make_record
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -36,7 +36,7 @@ def _write_steps(folder, counts: dict[int, int], seed: int) -> None:
 
 def _record(tokens: list[str], step: int, index: int) -> dict:
     """A record whose response is exactly these tokens (every token array as long as they are)."""
-    from rlviz_widgets.synth import make_record
+    from rlviz_widgets._synth import make_record
 
     rec = make_record(random.Random(index), step, index, len(tokens), progress=0.5)
     n = len(tokens)
@@ -170,7 +170,7 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
 
 
 def test_token_chips_long_strip_and_selection_cap(page, lab, lab_root):
-    from rlviz_widgets.synth import make_record
+    from rlviz_widgets._synth import make_record
 
     folder = lab_root / "details_tokens"
     folder.mkdir(parents=True, exist_ok=True)

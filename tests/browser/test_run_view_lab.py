@@ -113,7 +113,7 @@ def test_run_view_follows_a_growing_log(page, lab, lab_root):
     import json
     import random
 
-    from rlviz_widgets.synth import make_record, write_log
+    from rlviz_widgets._synth import make_record, write_log
 
     folder = lab_root / "growing"
     write_log(folder, steps=5, samples_per_step=16, tokens=20, ranks=2, seed=2)
@@ -147,7 +147,7 @@ def test_run_view_follows_a_growing_log(page, lab, lab_root):
 
 
 def test_run_view_grpo_groups(page, lab, lab_root):
-    from rlviz_widgets.synth import write_log
+    from rlviz_widgets._synth import write_log
 
     write_log(lab_root / "grpo", steps=4, samples_per_step=32, tokens=16, ranks=2, group_size=8, seed=3)
     write_notebook(lab_root / "groups.ipynb", [

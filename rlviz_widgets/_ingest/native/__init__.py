@@ -1,0 +1,235 @@
+"""The number arrays and token strings of a chunk's JSON lines read by a small C function (``arrays.c``), when it
+was compiled.
+
+``read_arrays`` gives the float32 lists of the named keys, the list of strings of another, and the lines with those
+lists written as ``[]`` (for DuckDB to read the rest), or None: no compiled function, or a line it does not fully
+understand (the caller then reads the chunk as before). The shared library is built by the package's build hook
+(``hatch_build.py``); without a C compiler the package works as before, only its cold open is slower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from rlviz_widgets._ingest.pages import plain_empty
+
+POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
+LIBRARY = "_arrays.so"
+ABI = 3  # arrays.c's rlviz_abi(): the functions' arguments as called here
+_lib = None  # ctypes library, loaded on first use (False: not there)
+_loading = threading.Lock()  # the reading thread and the caller's may ask first at once
+_thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
+
+
+def _new_thread() -> None:
+    # a forked child has no threads: the parent's executor would take its work and never run it
+    global _thread
+    _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_thread)
+
+
+def powers() -> tuple[np.ndarray, np.ndarray]:
+    """The Eisel-Lemire table: 10**q for q in POW_MIN..POW_MAX as 128-bit mantissas (rounded down, top bit set),
+    split into high and low 64 bits. Exact integer arithmetic, so it needs no generated source file."""
+    hi, lo = [], []
+    for q in range(POW_MIN, POW_MAX + 1):
+        if q >= 0:
+            v = 10**q
+            n = v.bit_length()
+            v = v << (128 - n) if n <= 128 else v >> (n - 128)
+        else:
+            d = 10**-q
+            v = (1 << (127 + d.bit_length())) // d
+        hi.append(v >> 64)
+        lo.append(v & (2**64 - 1))
+    return np.array(hi, np.uint64), np.array(lo, np.uint64)
+
+
+def library():
+    """The compiled function, or None (not built, or turned off with ``RLVIZ_NO_NATIVE=1``)."""
+    global _lib
+    if _lib is None:
+        with _loading:
+            if _lib is None:
+                _lib = _load() or False
+    return _lib or None
+
+
+def _load(path: Path | None = None):
+    path = path or Path(__file__).with_name(LIBRARY)
+    if not path.exists() or os.environ.get("RLVIZ_NO_NATIVE"):
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:  # built for another machine, say
+        return None
+    abi = getattr(lib, "rlviz_abi", None)
+    if abi is None or _abi(abi) != ABI:
+        warnings.warn(f"rlviz_widgets: {path} was built from other sources than this version's: it is not used (first "
+                      "opens are slower) until the package is installed again (pip install -e . rebuilds it)",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    try:
+        _declare(lib)
+    except AttributeError:  # of this version, but without every function (built by hand from some of the sources)
+        warnings.warn(f"rlviz_widgets: {path} lacks some of its functions: it is not used (first opens are slower) "
+                      "until the package is installed again", RuntimeWarning, stacklevel=2)
+        return None
+    hi, lo = powers()
+    lib.rlviz_set_powers(hi.ctypes.data, lo.ctypes.data)
+    lib.find_vector = bool(lib.rlviz_find_vector())
+    return lib
+
+
+def _declare(lib) -> None:
+    p = ctypes.c_void_p
+    lib.rlviz_arrays.restype = ctypes.c_int64
+    lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
+                                 p, p, p, p, p, p]
+    lib.rlviz_find.restype = ctypes.c_int64
+    lib.rlviz_find.argtypes = [p, ctypes.c_int64, ctypes.c_uint8, ctypes.c_uint8, p, p, p]
+    lib.rlviz_find_vector.restype, lib.rlviz_find_vector.argtypes = ctypes.c_int32, []
+    lib.rlviz_set_powers.restype = None
+    lib.rlviz_set_powers.argtypes = [p, p]
+
+
+def _abi(fn) -> int:
+    fn.restype, fn.argtypes = ctypes.c_int32, []
+    return fn()
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None = None
+                ) -> tuple[pa.LargeStringArray, list[pa.ListArray], pa.ListArray | None] | None:
+    """(the lines with the lists of ``keys`` and ``strings`` written as [], one float32 list array per key, the
+    list of strings of ``strings``: each null where a line has no such key), or None when the compiled function is
+    missing or cannot read every line (see ``arrays.c``)."""
+    lib = library()
+    n = len(lines)
+    if lib is None or n == 0 or not (keys or strings):
+        return None
+    offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
+    data = np.frombuffer(lines.buffers()[2], np.uint8)
+    size = int(offsets[-1] - offsets[0])
+    names = [k.encode() for k in keys]
+    key_bytes = np.frombuffer(b"".join(names) or b"\0", np.uint8)
+    key_offs = np.concatenate([[0], np.cumsum([len(k) for k in names])]).astype(np.int64)
+    # the outputs go to this thread's scratch arrays, reused from chunk to chunk, and are copied out at their size:
+    # fresh memory for each chunk (zeroed by the kernel, 2 MB at a time where it backs it with huge pages) cost
+    # more than the copies
+    vals = [_scratch(f"v{k}", size // 2 + 1, np.float32) for k in range(len(keys))]  # a number takes 2 bytes
+    voffs = [np.empty(n + 1, np.int32) for _ in keys]
+    valid = [np.empty(n, np.uint8) for _ in keys]
+    skey = (strings or "").encode()
+    sdata = _scratch("sdata", size if strings else 1, np.uint8)  # unescaped, a string is no longer than its JSON
+    soffs = _scratch("soffs", size // 3 + 2 if strings else 1, np.int32)  # "", takes 3 bytes
+    slist = np.empty(n + 1, np.int32)
+    svalid = np.empty(n, np.uint8)
+    text = _scratch("text", size, np.uint8)
+    toffs = np.empty(n + 1, np.int64)
+    ptrs = [(ctypes.c_void_p * max(len(keys), 1))(*map(_ptr, a)) for a in (vals, voffs, valid)]
+    done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys), *ptrs,
+                            skey, len(skey) if strings else -1, _ptr(sdata), _ptr(soffs), _ptr(slist), _ptr(svalid),
+                            _ptr(text), _ptr(toffs))
+    if done != n:
+        return None
+    out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]].copy()))
+    lists = [_list(o, pa.array(v[:o[-1]].copy()), ok) for v, o, ok in zip(vals, voffs, valid)]
+    texts = None
+    if strings:
+        count = int(slist[-1])
+        values = pa.StringArray.from_buffers(count, pa.py_buffer(soffs[:count + 1].copy()),
+                                             pa.py_buffer(sdata[:soffs[count]].copy()))
+        texts = _list(slist, values, svalid)
+    return out, lists, texts
+
+
+FIND_BLOCK = 1 << 20  # bytes looked through per call: the positions' scratch is 8x that
+
+
+def find_bytes(data: np.ndarray, value: int, also: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Positions (int64) of byte ``value`` in ``data`` (uint8, contiguous) and of ``also`` (None when not asked), or
+    None: no compiled function, or one that looks a byte at a time (NumPy's search is faster), or other input."""
+    lib = library()
+    if lib is None or not lib.find_vector or data.dtype != np.uint8 or not data.flags.c_contiguous:
+        return None
+    if not 0 <= value <= 255 or (also is not None and not 0 <= also <= 255):  # ctypes would wrap them
+        return None
+    n = len(data)
+    step = min(n, FIND_BLOCK)
+    out_a, out_b = _scratch("find_a", step, np.int64), _scratch("find_b", step if also is not None else 0, np.int64)
+    nb = ctypes.c_int64(0)
+    found_a, found_b = [], []
+    base = _ptr(data)
+    for off in range(0, n, FIND_BLOCK):
+        m = min(FIND_BLOCK, n - off)
+        ka = lib.rlviz_find(base + off, m, value, also if also is not None else 0, _ptr(out_a),
+                            _ptr(out_b) if also is not None else None, ctypes.byref(nb))
+        found_a.append(out_a[:ka] + off)
+        if also is not None:
+            found_b.append(out_b[:nb.value] + off)
+    return _joined(found_a), None if also is None else _joined(found_b)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The blocks' positions as one array (the reading thread asks a block at a time: no second copy then)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+_local = threading.local()
+
+
+SCRATCH_KEPT = 1 << 27  # bytes: a scratch array this big at most is kept for the next chunk (a chunk's is 2x its size)
+
+
+def _scratch(name: str, n: int, dtype) -> np.ndarray:
+    """This thread's scratch array ``name``, ``n`` long (only the pages written are backed). One for a huge line is
+    not kept: the thread would hold its pages for good."""
+    have = getattr(_local, name, None)
+    if have is None or len(have) < n:
+        have = plain_empty(max(n, 1), dtype)
+        if have.nbytes <= SCRATCH_KEPT:
+            setattr(_local, name, have)
+    return have[:n]
+
+
+def _list(offsets: np.ndarray, values: pa.Array, valid: np.ndarray) -> pa.ListArray:
+    mask = valid == 0
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(mask) if mask.any() else None)
+
+
+def read_arrays_later(lines: pa.LargeStringArray, fields: dict[str, str], strings: tuple[str, str] | None = None
+                      ) -> Future | None:
+    """``read_arrays`` of ``fields`` (name -> key) and ``strings`` ((name, key) of a list of strings) on a thread of
+    its own, so the reading thread goes on to the next chunk: a future of (lines, {name: lists}) or of None; None at
+    once without the compiled function."""
+    if library() is None or not (fields or strings):
+        return None
+
+    def read():
+        got = read_arrays(lines, list(fields.values()), strings[1] if strings else None)
+        if got is None:
+            return None
+        arrays = dict(zip(fields, got[1]))
+        if strings:
+            arrays[strings[0]] = got[2]
+        return got[0], arrays
+
+    return _thread.submit(read)

@@ -1,0 +1,142 @@
+"""NeMo-RL's training data: ``{log_dir}/train_data_step{N}.jsonl`` (``logger.log_batched_dict_as_jsonl``).
+
+Each line is a batch of one: every value is wrapped in a one-item list (``"rewards": [0.5]``,
+``"token_ids": [[...]]``) except ``idx``, the sample's position in the step. ``content`` holds the
+message texts of the sample (``[[prompt..., response]]``; some versions log only the response
+text), ``token_ids`` / ``token_loss_mask`` / ``advantages`` / ``generation_logprobs`` /
+``prev_logprobs`` cover prompt and response, padded to the batch's longest sequence. The step is
+the file name's. Response tokens are those with ``token_loss_mask`` = 1 (without a mask, as older versions
+log: the first ``input_lengths`` positions from the first non-zero ``generation_logprobs``, NeMo writing 0.0 at
+the prompt's; a response's first tokens whose log-probs are exactly 0.0 are taken for the prompt's, and a row
+with no other value is reported, its tokens the whole row); ``logprobs`` are the
+generation log-probs, ``advantage`` is the mean advantage over the response tokens, and the group is the
+prompt's text within the step (NeMo repeats each prompt once per generation). ``prev_logprobs`` are not kept
+(they are the training policy's, not a reference model's).
+"""
+
+from __future__ import annotations
+
+from rlviz_widgets._ingest.readers.rlb import RLBReader, json_number, reports_sql
+
+TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
+
+
+class NemoReader(RLBReader):
+    name = "nemo"
+    file_pattern = r"^train_data_step\d+\.jsonl$"
+    step_pattern = r"data_step(\d+)\.jsonl$"
+    token_ids = True
+
+    def shown_names(self) -> dict[str, str]:
+        mapped = set(self.columns)
+        own = {"reward": "rewards", "tokens": "token_ids", "logprobs": "generation_logprobs",
+               "advantage": "advantages", "prompt": "content", "response": "content"}
+        return {**self.fields(), **{c: k for c, k in own.items() if c not in mapped}}
+
+    def _unwrap(self, value: str) -> str:
+        return f"CASE WHEN json_type({value}) = 'ARRAY' THEN {value}->'$[0]' ELSE {value} END"
+
+    def _spec(self, keys):
+        schema, ex, used = super()._spec(keys)
+        mapped = set(self.columns)
+        f = self.fields()
+        for c in ("prompt", "response", "reward", "tokens", "logprobs", "advantage"):
+            if c not in mapped:
+                schema.pop(f[c], None)
+        schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
+                       "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
+        c0 = "r.content->'$[0]'"
+        if "response" not in mapped:
+            ex["response"] = (f"CASE json_type({c0}) WHEN 'ARRAY' THEN {c0}->>'$[#-1]' "
+                              f"WHEN 'VARCHAR' THEN {c0}->>'$' END")
+        if "prompt" not in mapped:
+            ex["prompt"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 THEN array_to_string("
+                            f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
+        if "reward" not in mapped:
+            ex["reward"] = self._extra("rewards")
+
+        n = "(r.input_lengths->'$[0]')::BIGINT"
+        # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
+        # generation log-prob that is not 0.0, which NeMo writes at every prompt position
+        first = f"list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), lambda x: x <> 0), true)"
+        start = f"coalesce({first}, 1)"
+        # ... and where every one is 0.0 (an empty response, or a model sure of every token), it cannot be told
+        no_start = (f"r.token_loss_mask IS NULL AND r.generation_logprobs IS NOT NULL "
+                    f"AND json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') AND {first} IS NULL")
+
+        def response_only(expr: str) -> str:
+            """The response positions of a padded prompt+response row."""
+            return (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_where({expr}[1], "
+                    f"list_transform(r.token_loss_mask[1], lambda m: coalesce(m > 0, false))) "
+                    f"WHEN json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') "
+                    f"THEN list_slice({expr}[1], {start}, {n}) ELSE {expr}[1] END")
+
+        if "tokens" not in mapped:
+            ex["tokens"] = response_only("r.token_ids")
+        if "logprobs" not in mapped:
+            ex["logprobs"] = response_only("r.generation_logprobs")
+        nan_advantage = None
+        if "advantage" not in mapped:
+            mean = f"list_avg({response_only('r.advantages')})::DOUBLE"
+            ex["advantage"] = f"CASE WHEN isfinite({mean}) THEN {mean} END"  # NaN in it: reported, left empty
+            nan_advantage = (f"CASE WHEN NOT isfinite({mean}) THEN 'nan|advantages holds NaN/Infinity at response "
+                             f"tokens: the advantage is left empty' END")
+        if "group_id" not in mapped:  # a file with a step in its name: one group per prompt of the step
+            ex["group_id"] = (f"CASE WHEN fs IS NOT NULL THEN fs::VARCHAR || ':' || md5({ex['prompt']})[:12] "
+                              f"ELSE {ex['group_id']} END")
+        ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"],
+                                        nan_advantage, no_start)
+        used |= {"content", "rewards", *TOKEN_KEYS}
+        ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
+            self.fields()["advantage"]))
+        ex["advantage_raw"] = self._extra(self.fields()["advantage"]) if "advantage" in mapped else None
+        return schema, ex, used
+
+
+def _shape_reports(response: str | None, nan_advantage: str | None, no_start: str) -> str:
+    """SQL: the ``kind|message`` of each value not shaped as NeMo writes it (a batch of one; token rows as long as
+    ``token_ids``), for ``_check`` to report: unwrapping reads such values only in part, or not at all.
+    ``response``: the SQL of the response read from ``content`` (None: mapped to another field, checked there);
+    ``nan_advantage``: the SQL of the report of a NaN mean advantage (None: mapped, checked as a plain value);
+    ``no_start``: the SQL saying a row without a mask has no generation log-prob other than 0.0."""
+    out = [nan_advantage] if nan_advantage else []
+    if response is not None:
+        out.append(f"CASE WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
+                   f"THEN 'missing_field|no content: prompt and response left empty' "
+                   f"WHEN ({response}) IS NULL THEN 'missing_field|no response text in content: left empty' END")
+        # messages that are not text (chat dicts, numbers): shown as their JSON, as the other formats do
+        c0 = "r.content->'$[0]'"
+        last = f"json_type({c0}->'$[#-1]')"
+        kind = (f"CASE {last} WHEN 'OBJECT' THEN 'an object' WHEN 'ARRAY' THEN 'a list' "
+                f"WHEN 'BOOLEAN' THEN 'a boolean' ELSE 'a number' END")
+        out.append(f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 0 "
+                   f"AND {last} NOT IN ('VARCHAR', 'NULL') "
+                   f"THEN 'wrong_type|response is ' || {kind} || ', not text: shown as its JSON' END")
+        out.append(f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 "
+                   f"AND list_bool_or(list_transform(list_slice(json_extract({c0}, '$[*]'), 1, -2), "
+                   f"lambda m: json_type(m) NOT IN ('VARCHAR', 'NULL'))) "
+                   f"THEN 'wrong_type|prompt holds a message that is not text: shown as its JSON' END")
+    for k in ("content", "rewards", "input_lengths"):
+        v = f"r.{k}"
+        out.append(f"CASE WHEN {v} IS NULL THEN NULL WHEN json_type({v}) <> 'ARRAY' "
+                   f"THEN 'wrong_type|{k} is not a batch of one (a one-item list): read as it is' "
+                   f"WHEN json_array_length({v}) > 1 THEN 'wrong_type|{k} holds ' || json_array_length({v}) || "
+                   f"' values, not one: the first is read' END")
+    # without a mask or generation log-probs, the response cannot be told from the prompt: its tokens are the
+    # unpadded row, prompt included
+    out.append("CASE WHEN r.token_loss_mask IS NULL AND r.generation_logprobs IS NULL AND coalesce(len(r.token_ids), "
+               "len(r.advantages)) IS NOT NULL THEN 'missing_field|no "
+               "token_loss_mask: the response tokens (and their advantage) include the prompt' END")
+    out.append(f"CASE WHEN {no_start} THEN 'missing_field|no token_loss_mask, and every generation log-prob is 0.0: "
+               f"the response cannot be told from the prompt (its tokens include the prompt''s)' END")
+    for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
+        v = f"r.{k}"
+        out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) = 0 OR {v}[1] IS NULL) "
+                   f"THEN 'wrong_type|{k} is not a batch of one list of numbers: ignored' "
+                   f"WHEN len({v}) > 1 THEN 'wrong_type|{k} holds ' || len({v}) || ' rows, not one: the first is "
+                   f"read' END")
+        if k != "token_ids":
+            out.append(f"CASE WHEN len({v}) = 1 AND len(r.token_ids) = 1 AND len({v}[1]) <> len(r.token_ids[1]) "
+                       f"THEN 'length_mismatch|{k} has ' || len({v}[1]) || ' values for ' || len(r.token_ids[1]) "
+                       f"|| ' token ids: the response tokens may be off' END")
+    return reports_sql(out)

@@ -1,0 +1,115 @@
+"""TRL's completions (GRPO / RLOO with ``log_completions=True``): ``completions/completions_{step:05d}.parquet``.
+
+One row per completion: ``step`` (written as text), ``prompt``, ``completion``, one column per
+reward function (named after it), ``advantage`` (and in some versions ``mode`` or extra columns).
+A whole file is read at once (one cache part per file, rebuilt if the file changes; a file that is
+not readable Parquet yet, half-written, is reported and read when it changes). ``reward`` is the
+sum of the reward-function columns, the float columns (TRL logs them from float tensors; integer
+columns beside them are counts or ids), with TRL's default weights of 1 (a function that returned
+None for a sample is left out), unless the file has a ``reward`` column (or ``columns={"reward":
+...}`` names one); each column stays as a custom column. Consecutive rows sharing a prompt form
+a GRPO group, named ``"{step}:{k}"``. Rows are numbered from 1 like lines, so problems are located by row.
+"""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rlviz_widgets._ingest.lines import Chunk
+from rlviz_widgets._ingest.readers.rlb import RLBReader
+from rlviz_widgets._problems import short as _short
+
+NOT_REWARDS = {"step", "prompt", "completion", "advantage", "mode", "group_id", "line"}
+
+
+class TRLReader(RLBReader):
+    name = "trl"
+    suffixes = (".parquet",)
+    file_pattern = r"^completions_\d+\.parquet$"
+    step_pattern = r"completions_(\d+)\.parquet$"
+    whole_file = True
+    rows_read = 0
+    text_steps = True
+
+    def fields(self) -> dict[str, str]:
+        return {**super().fields(), "response": "completion", **self.columns}
+
+    def parse_file(self, con: duckdb.DuckDBPyConnection, path: str | os.PathLike):
+        """The whole file in the common columns, via the JSON-lines path (so every check is shared)."""
+        try:
+            t = pq.read_table(path)
+        except (pa.ArrowException, OSError) as e:  # half-written (TRL's write is not atomic) or not Parquet
+            self.rows_read = 0
+            return None, [[0, "unreadable", "not a readable Parquet file, skipped until it changes: "
+                           f"{_short(str(e), 120)} (line 0: the file as a whole)"]]
+        self.rows_read = t.num_rows
+        if t.num_rows == 0:
+            return None, [[0, "empty_file", "the file holds no rows (line 0: the file as a whole)"]]
+        t = self.prepare(t)
+        # half floats widened: DuckDB reads no float16 (a reward column written from a half-precision tensor)
+        for i, f in enumerate(t.schema):
+            if pa.types.is_float16(f.type):
+                t = t.set_column(i, f.name, t.column(i).cast(pa.float32()))
+        row = "t"  # the rows' alias: a column of that name (a reward function "t") would be taken for the row
+        while row.lower() in {c.lower() for c in t.column_names}:
+            row += "_"
+        con.register("_trl", t)
+        try:
+            lines = con.sql(f"SELECT to_json({row})::VARCHAR AS j FROM _trl {row}").to_arrow_table()["j"]
+        except duckdb.Error as e:  # a column type DuckDB cannot read: the file is reported, the others read
+            return None, [[0, "unreadable", f"a column DuckDB cannot read: {_short(str(e), 120)} "
+                                            "(line 0: the file as a whole)"]]
+        finally:
+            con.unregister("_trl")
+        lines = pc.cast(lines.combine_chunks(), pa.large_string())
+        chunk = Chunk(lines, np.arange(1, t.num_rows + 1, dtype=np.int64),
+                      np.full(t.num_rows, ord("{"), dtype=np.uint8), 0, 0)
+        return self.parse(con, chunk)
+
+    def prepare(self, t: pa.Table) -> pa.Table:
+        """Step as an integer (from the file name if missing), the summed reward, the groups."""
+        n = t.num_rows
+        f = self.fields()
+        if "step" not in t.column_names and self.file_step is not None:
+            t = t.append_column("step", pa.array(np.full(n, self.file_step, dtype=np.int64)))
+        # the step stays as written (TRL writes it as text): the shared checks read it, and report what is no step
+        if f["reward"] not in t.column_names:
+            # TRL's reward functions are logged as floats (torch); integer columns are counts or ids beside them
+            rewards = [c for c in t.column_names if c not in NOT_REWARDS | set(f.values())
+                       and pa.types.is_floating(t.schema.field(c).type)]
+            if rewards:
+                vals = np.vstack([t[c].to_numpy(zero_copy_only=False).astype(float) for c in rewards])
+                has = np.isfinite(vals).any(axis=0)
+                total = np.where(has, np.nansum(vals, axis=0), np.nan)
+                t = t.append_column(f["reward"], pa.array(total, pa.float64(), from_pandas=True))
+        if "group_id" not in self.columns and f["prompt"] in t.column_names and "group_id" not in t.column_names:
+            prompts = t[f["prompt"]].to_pylist()
+            steps = [_step_name(s, self.file_step) for s in
+                     (t["step"].to_pylist() if "step" in t.column_names else [None] * n)]
+            groups, k = [], -1
+            for i in range(n):
+                if i == 0 or prompts[i] != prompts[i - 1] or steps[i] != steps[i - 1]:
+                    k += 1
+                groups.append(f"{steps[i]}:{k}")
+            t = t.append_column("group_id", pa.array(groups, pa.string()))
+        texts = {f["prompt"], f["response"]}  # nested ones (chat messages) are shown as JSON, and reported
+        keep = [c for c in t.column_names if c in texts or not (pa.types.is_nested(t.schema.field(c).type)
+                                                                 or pa.types.is_binary(t.schema.field(c).type))]
+        return t.select(keep)  # images and other nested columns are not shown
+
+
+def _step_name(step, file_step: int | None) -> str:
+    """A row's step as its group name begins: ``5`` for 5, 5.0 or "5"; the file name's step when it has none."""
+    if step is None or (isinstance(step, float) and not np.isfinite(step)):
+        return str(file_step)
+    try:
+        v = float(step)
+    except (TypeError, ValueError):
+        return str(step)
+    return str(int(v)) if np.isfinite(v) and v == int(v) else str(step)
