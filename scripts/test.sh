@@ -9,6 +9,6 @@ if [ ! -x /usr/lib/chromium/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
 fi
 scripts/setup.sh test
-(cd js && npm ci --no-audit --no-fund --loglevel=error && npx vitest run)
+(cd js && npm ci --no-audit --no-fund --loglevel=error && npx tsc --noEmit && npx vitest run)
 .venv/bin/ruff check rlviz_widgets tests benchmarks hatch_build.py
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

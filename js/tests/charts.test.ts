@@ -75,13 +75,16 @@ class FakeModel extends BaseModel {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor<T>(fn: () => T, what: string, timeout = 4000): Promise<NonNullable<T>> {
+/** What a truthy result of `fn` can be (a `cond && value` check narrows to `value`). */
+type Truthy<T> = Exclude<T, false | 0 | "" | null | undefined>;
+
+async function waitFor<T>(fn: () => T, what: string, timeout = 4000): Promise<Truthy<T>> {
   const t0 = Date.now();
   let last: unknown;
   for (;;) {
     try {
       const v = fn();
-      if (v) return v as NonNullable<T>;
+      if (v) return v as Truthy<T>;
     } catch (e) {
       last = e;
     }
