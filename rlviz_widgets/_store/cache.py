@@ -38,27 +38,7 @@ from rlviz_widgets._problems import Problem
 from rlviz_widgets._store import leases, token_store
 from rlviz_widgets._store.token_store import TOKEN_COLUMNS
 
-# 3: group_id / advantage columns; 4: 256-row groups; 5: line range per part; 6: token lists in Arrow files;
-# 7: per-sample reductions fixed (a sample followed only by samples without token arrays lost its last values);
-# 8: custom fields: NaN left empty, names keep letters of any script, colliding names renamed; 9: null tokens and
-# records without prompt or response reported; 10: custom fields stored by key (the run names their columns);
-# 11: numbers of a field mixing numbers and text written as DuckDB writes them (18.0); 12: response_pad_chars;
-# 13: text fields that are not strings reported; 14: bad token ids kept null (never spelled), advantage checked
-# like reward, TRL sums only float reward columns and keeps text steps; 15: missing prompt/response reported in
-# every chunk (a refresh of records without one said nothing); 16: NeMo values of another shape reported, a null
-# reward inside a list is a missing reward; 17: open-instruct prompt_idx / prompt_tokens of another type reported;
-# 18: a field name longer than 64 KB reported; 19: custom integers past 2**53 kept as their digits;
-# 20: a NeMo advantage made NaN by its tokens reported and left empty; 21: text fields after 3+ blanks checked;
-# 22: per-sample sums row by row where a part has missing values, an overflowing KL kept (infinite), an empty
-# token list counted as 0 tokens, a token value past float32 reported as such; 23: a list or object in a field
-# of numbers or text reported; 24: ... also where another part holds the numbers or text (``listed_column``), a
-# key written twice reported, NeMo token rows in a batch of two said to be read from the first, NeMo messages
-# that are not text reported; 25: a capped read's counts per step leave out lines whose step the bytes do not tell,
-# columns= takes no step from a file name's rank (or shard...) number; 26: prompt_idx names the group in any format;
-# 27: records past Python's parser limits kept when their line opens with a blank (and their repeated keys
-# reported), no NaN report for a custom integer past 1e308, no unnamed_field report for a record skipped;
-# 28: NeMo-RL logs without token_loss_mask: the response found by its generation log-probs; 29: ... and a row
-# whose log-probs are all 0.0 reported
+# what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
 CACHE_VERSION = 29
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
