@@ -32,3 +32,29 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class Discovery:
+    """Folders walked and log files found while a source is searched; appears only if that takes more than
+    ``delay`` seconds (a link to a big tree: the user sees the walk and can stop it)."""
+
+    def __init__(self, enabled: bool = True, delay: float = 0.5):
+        self.bar = None
+        self.folders = self.files = 0
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(unit=" folders", desc="finding logs", delay=delay, leave=False)
+
+    def folder(self) -> None:
+        self.folders += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.files} files found", refresh=False)
+            self.bar.update(1)
+
+    def file(self) -> None:
+        self.files += 1
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -7,6 +7,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from rlviz_widgets._progress import Discovery
+
 LOG_SUFFIXES = (".jsonl",)
 
 
@@ -40,23 +42,39 @@ def absolute(source):
 
 def resolve(source: str | os.PathLike | list | tuple, suffixes: tuple[str, ...] = LOG_SUFFIXES,
             accepts: Callable[[Path], bool] | None = None, what: str = "",
-            problems: list[tuple[str, str, str]] | None = None) -> list[Path]:
+            problems: list[tuple[str, str, str]] | None = None, *,
+            looks_like: Callable[[Path], bool] | None = None, progress: bool = False) -> list[Path]:
     """Every log file named by ``source``, absolute and sorted, without duplicates.
 
     A folder means every file with one of ``suffixes`` below it, at any depth, through links to folders too
     (and, with ``accepts``, only the files it accepts: a format's file names, ``what`` describing them); names
-    starting with a dot (``.ipynb_checkpoints``, ``.git``) are passed over. A glob pattern means its matches; a
-    list means the union of its items. What a folder holds but cannot be read (a folder that cannot be listed,
-    a file name that is not UTF-8, a compressed log) goes to ``problems`` as (path, kind, message).
+    starting with a dot (``.ipynb_checkpoints``, ``.git``) are passed over. A link up to a folder holding the
+    source is not followed; with ``looks_like`` (a cheap check of a file, e.g. ``sniff.first_record_has``), a link
+    out of the folder whose first files mostly fail it is left. A glob pattern means its matches; a list means the
+    union of its items. What a folder holds but cannot be read (a folder that cannot be listed, a file name that is
+    not UTF-8, a compressed log, a link not followed) goes to ``problems`` as (path, kind, message).
+
+    ``progress``: folders walked and files found are shown once the search takes half a second. Ctrl-C stops the
+    search: a ``KeyboardInterrupt`` is raised from here, saying so, ``problems`` untouched.
     """
     items = _items(source)
     if not items:
         raise NoLogsError("no log source given (an empty list)")
     found: dict[Path, None] = {}
     said: list[tuple[str, str, str]] = []
-    for item in items:
-        for path in _resolve_one(os.fspath(item), suffixes, accepts, what, said):
-            found[path] = None
+    bar = Discovery(enabled=progress)
+    try:
+        for item in items:
+            for path in _resolve_one(os.fspath(item), suffixes, accepts, what, said, looks_like=looks_like,
+                                     bar=bar):
+                found[path] = None
+    except KeyboardInterrupt:
+        # raised anew, without the walk's frames: nothing was kept, nothing is half done
+        raise KeyboardInterrupt(f"stopped while looking for log files in {_shown(items[0])}"
+                                + (" and the other sources" if len(items) > 1 else "")
+                                + f" ({bar.files} found in {bar.folders} folders so far): nothing was read") from None
+    finally:
+        bar.close()
     if problems is not None:
         problems += said
     if not found and said:  # only files named that cannot be read (a compressed log named by its path)
@@ -89,43 +107,137 @@ def _one_path_per_file(paths: list[Path], problems: list | None) -> list[Path]:
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
 
 
-def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None) -> list[Path]:
-    """The files with ``suffixes`` below ``folder``, following links to folders (each folder once: a link loop
-    ends), hidden names passed over; what cannot be read is added to ``problems``."""
-    out, seen = [], set()
+LOOK = 8  # files through one link looked at before it is judged: most of them not the format, it is left
 
-    def failed(e: OSError) -> None:
-        _report(problems, _shown(e.filename or folder), "unreadable_folder",
-                f"the folder cannot be listed ({e.strerror}): its logs are not read")
 
-    for root, dirs, names in os.walk(folder, onerror=failed, followlinks=True):
+def _walk(folder: Path, suffixes: tuple[str, ...], problems: list | None, *,
+          accepts: Callable[[Path], bool] | None = None, looks_like: Callable[[Path], bool] | None = None,
+          bar: Discovery | None = None) -> list[Path]:
+    """The files with ``suffixes`` below ``folder``, following links to folders (see ``_Walk``), hidden names
+    passed over; what cannot be read is added to ``problems``."""
+    return _Walk(folder, suffixes, accepts, looks_like, bar or Discovery(enabled=False)).run(problems)
+
+
+class _Walk:
+    """One walk of a folder. Each real folder and file is entered once. A link up to a folder holding the source
+    folder, or holding the link itself, is not followed (it would walk the source's own tree again, or the whole
+    disk for ``root -> /``): it is said, as a ``looping_link``. A link elsewhere is followed (a run on another
+    mount); with ``looks_like``, once most of the first ``LOOK`` files found through it fail that check, the walk
+    leaves it (its files are not read) and says so, as a ``foreign_link``. Files in the source's own tree are never
+    left that way."""
+
+    def __init__(self, folder: Path, suffixes: tuple[str, ...], accepts: Callable[[Path], bool] | None,
+                 looks_like: Callable[[Path], bool] | None, bar: Discovery):
+        self.folder, self.home = folder, os.path.realpath(folder)
+        self.suffixes, self.accepts, self.looks_like, self.bar = suffixes, accepts, looks_like, bar
+        self.seen_folders: set[tuple[int, int]] = set()
+        self.seen_files: set[str] = set()
+        self.via: dict[str, str] = {}  # a folder walked -> the link out of the source's tree that led to it
+        self.looked: dict[str, list[bool]] = {}  # a link -> its files' checks
+        self.left: set[str] = set()  # links given up
+        self.out: list[tuple[Path, str | None]] = []
+        self.said: list[tuple[str | None, tuple[str, str, str]]] = []  # (link that led there, problem)
+
+    def run(self, problems: list | None) -> list[Path]:
+        for root, dirs, names in os.walk(self.folder, onerror=self._failed, followlinks=True):
+            link = self.via.get(root)
+            if not self._enter(root, link):
+                dirs[:] = []
+                continue
+            self.bar.folder()
+            dirs[:] = self._followed(root, sorted(d for d in dirs if not d.startswith(".")), link)
+            for name in sorted(names):  # sorted: the same files are looked at by every walk
+                if link in self.left:
+                    break
+                if not name.startswith("."):
+                    self._file(root, name, link)
+        if problems is not None:
+            problems += [p for link, p in self.said if link not in self.left]
+        return sorted({path for path, link in self.out if link not in self.left})
+
+    def _say(self, link: str | None, path, kind: str, message: str) -> None:
+        self.said.append((link, (_shown(path), kind, message)))
+
+    def _failed(self, e: OSError) -> None:
+        self._say(self.via.get(e.filename), e.filename or self.folder, "unreadable_folder",
+                  f"the folder cannot be listed ({e.strerror}): its logs are not read")
+
+    def _enter(self, root: str, link: str | None) -> bool:
+        """Whether to walk ``root``: not under a link given up, not a real folder already walked."""
+        if link in self.left:
+            return False
         try:
             st = os.stat(root)
         except OSError:
-            dirs[:] = []
-            continue
-        if (st.st_dev, st.st_ino) in seen:  # reached again through a link
-            dirs[:] = []
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in names:
-            if name.startswith("."):
+            return False
+        if (st.st_dev, st.st_ino) in self.seen_folders:  # reached again through a link
+            return False
+        self.seen_folders.add((st.st_dev, st.st_ino))
+        return True
+
+    def _followed(self, root: str, dirs: list[str], link: str | None) -> list[str]:
+        """``dirs`` less the links leading up; where each leads from the source's tree noted in ``via``."""
+        kept, here = [], None
+        for d in dirs:
+            child = os.path.join(root, d)
+            if not os.path.islink(child):
+                if link is not None:
+                    self.via[child] = link
+                kept.append(child)
                 continue
-            path = os.path.join(root, name)
-            if name.endswith(suffixes):
-                if not _utf8(path):
-                    _report(problems, _shown(path), "unreadable_file", NOT_UTF8)
-                elif os.path.isfile(path):
-                    if (why := _sniffed(path, suffixes)) is not None:  # a .jsonl that is gzip...
-                        _report(problems, _shown(path), *why)
-                    else:
-                        out.append(Path(path).resolve())
-                elif (why := _not_a_file(path)) is not None:
-                    _report(problems, _shown(path), "unreadable_file", why)
-            elif name.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
-                _report(problems, _shown(path), "compressed_file", COMPRESSED_LOG)
-    return sorted(set(out))
+            target = os.path.realpath(child)
+            here = here or os.path.realpath(root)
+            up = next((f for f in (self.home, here) if _within(f, target)), None)
+            if up is not None:
+                self._say(link, child, "looping_link",
+                          f"a link to {_shown(target)}, a folder holding {_shown(up)}: not followed (it would walk "
+                          "that folder again, and the tree around it)")
+                continue
+            if not _within(target, self.home):  # (a link back into the source's tree leads to the source's files)
+                self.via[child] = child
+            kept.append(child)
+        return [os.path.basename(c) for c in kept]
+
+    def _file(self, root: str, name: str, link: str | None) -> None:
+        path = os.path.join(root, name)
+        if name.endswith(tuple(s + c for s in self.suffixes for c in COMPRESSED)):
+            self._say(link, path, "compressed_file", COMPRESSED_LOG)
+        if not name.endswith(self.suffixes):
+            return
+        if not _utf8(path):
+            self._say(link, path, "unreadable_file", NOT_UTF8)
+        elif not os.path.isfile(path):
+            if (why := _not_a_file(path)) is not None:
+                self._say(link, path, "unreadable_file", why)
+        elif (real := os.path.realpath(path)) not in self.seen_files:
+            self.seen_files.add(real)
+            if (why := _sniffed(path, self.suffixes)) is not None:  # a .jsonl that is gzip...
+                self._say(link, path, *why)
+                return
+            self.out.append((Path(real), link))
+            self.bar.file()
+            if link is not None and not _within(real, self.home):
+                self._look(link, Path(real))
+
+    def _look(self, link: str, path: Path) -> None:
+        """Check a file reached through ``link`` (the first ``LOOK`` of them): mostly failed, the link is left."""
+        checks = self.looked.setdefault(link, [])
+        if self.looks_like is None or len(checks) >= LOOK or (self.accepts is not None and not self.accepts(path)):
+            return
+        checks.append(bool(self.looks_like(path)))
+        failed = checks.count(False)
+        if len(checks) == LOOK and 2 * failed > LOOK:
+            self.left.add(link)
+            found = sum(1 for _, via in self.out if via == link)
+            self._say(None, link, "foreign_link",
+                      f"a link to {_shown(os.path.realpath(link))}: what it leads to does not look like these logs "
+                      f"({failed} of the first {LOOK} files found there do not), so it is left: the {found} files "
+                      "found there are not read, and the rest of it is not searched")
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether real path ``path`` is ``folder`` or below it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 NOT_UTF8 = "the path is not UTF-8: rename it to read the file"
@@ -205,13 +317,14 @@ def _shown(path) -> str:
 
 
 def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str = "",
-                 problems: list | None = None) -> list[Path]:
+                 problems: list | None = None, *, looks_like: Callable[[Path], bool] | None = None,
+                 bar: Discovery | None = None) -> list[Path]:
     if not item.strip():
         raise NoLogsError("an empty log path was given (\"\"): name a folder, a file or a glob")
     path = Path(item).expanduser()
     if path.is_dir():
         here: list = []
-        candidates = _walk(path, suffixes, here)
+        candidates = _walk(path, suffixes, here, accepts=accepts, looks_like=looks_like, bar=bar)
         if problems is not None:
             problems += here
         files = [p for p in candidates if accepts is None or accepts(p)]
