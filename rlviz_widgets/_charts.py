@@ -1,7 +1,7 @@
-"""The RunView charts as one Altair (Vega-Lite) spec over named datasets of aggregates.
+"""The RunView charts as one Altair (Vega-Lite) spec over named datasets, and those datasets' wire form.
 
-Nothing here touches samples: the datasets are per-step statistics and per-(step, bin) counts
-that the engine computes, so the browser gets the same few kilobytes for a run of any size.
+Nothing here touches samples: the datasets (``_chart_data``) are per-step statistics and per-(step, bin)
+counts that the engine computes, so the browser gets the same few kilobytes for a run of any size.
 Brushes are interval params: ``steps_brush`` over step on the curves and the heat map,
 ``reward_brush`` over reward on the histogram.
 """
@@ -20,33 +20,6 @@ STEPS_BRUSH = "steps_brush"
 REWARD_BRUSH = "reward_brush"
 SERIES_COLORS = {"reward": "#d6604d", "ref_reward": "#4393c3"}
 SPEC_VERSION = 2  # bump when _run_spec changes, so cached specs are rebuilt
-
-
-def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = False, run: str = "") -> pd.DataFrame:
-    """Long form: one row per (step, series) with mean and the mean ± band*std limits."""
-    rows = []
-    for series in ("reward", "ref_reward"):
-        mean, std = steps.get(f"{series}_mean"), steps.get(f"{series}_std")
-        if mean is None or mean.isna().all():
-            continue
-        shift = float(mean.dropna().iloc[0]) if zero_shift else 0.0
-        m = mean - shift
-        s = std.fillna(0.0) * band
-        rows.append(pd.DataFrame({"step": steps["step"], "series": series, "run": run, "mean": m,
-                                  "lo": m - s, "hi": m + s}))
-    if rows:
-        return pd.concat(rows, ignore_index=True)
-    # typed: a concat with an untyped empty frame is all object, and the chart would get its numbers as text
-    types = {"step": "int64", "series": "object", "run": "object", "mean": "float64", "lo": "float64", "hi": "float64"}
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
-
-
-def steps_frame(steps: pd.DataFrame, run: str = "") -> pd.DataFrame:
-    """Per step: KL, log-ratio and length means and the sample count."""
-    cols = {"step": steps["step"], "run": run, "samples": steps["samples"]}
-    for name in ("kl_mean", "log_ratio_mean", "length_mean", "chars_mean"):
-        cols[name] = steps[name] if name in steps else np.nan
-    return pd.DataFrame(cols)
 
 
 def columns_payload(df: pd.DataFrame) -> dict[str, list]:

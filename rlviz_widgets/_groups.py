@@ -88,3 +88,21 @@ def prompt_history(run: Run, prompt: str) -> pd.DataFrame:
                min(reward) AS reward_min, max(reward) AS reward_max, avg(n_tokens) AS length_mean,
                list(sample_id ORDER BY reward DESC NULLS LAST) AS sample_ids
         FROM samples WHERE prompt = ? GROUP BY ALL ORDER BY step{', run' if _set_runs(run) else ''}""", [prompt])
+
+
+def group_history(run: Run, group: pd.Series) -> pd.DataFrame:
+    """``prompt_history`` of one group's prompt (a row of :func:`groups`), in a set of runs only its run's; empty
+    for a group without a prompt."""
+    if group["prompt"] is None:
+        return pd.DataFrame()
+    hist = prompt_history(run, group["prompt"])
+    return hist[hist["run"] == group["run"]] if "run" in hist.columns else hist
+
+
+def spread_counts(groups_frame: pd.DataFrame) -> tuple[int, int, int, int]:
+    """Of the groups of more than one response in a :func:`groups` frame: (how many, the smallest size, the
+    largest, how many have zero reward spread); (0, 0, 0, 0) when there are none."""
+    multi = groups_frame[groups_frame["size"] > 1]
+    if not len(multi):
+        return 0, 0, 0, 0
+    return len(multi), int(multi["size"].min()), int(multi["size"].max()), int(multi["zero_spread"].sum())

@@ -402,14 +402,14 @@ def test_a_long_runs_curves_travel_in_buckets(tmp_path, cache_dir, monkeypatch):
     """The curves were one point per step: 20,000 steps made the chart's data 2.3 MB, sent again on every control
     change and poll. Past MAX_CURVE_STEPS they are buckets of steps with the statistics of the bucket's samples
     (those without a value left out, huge values kept finite), computed by the engine."""
-    from rlviz_widgets.widgets import run_view
+    from rlviz_widgets import _chart_data
 
     write_log(tmp_path / "logs", steps=12, samples_per_step=6, tokens=4, ranks=2, seed=3)
     with open(tmp_path / "logs" / "extra.jsonl", "w") as f:  # no reward, then two huge ones in step 10
         f.write(json.dumps({"step": 4, "prompt": "p", "response": "r"}) + "\n")
         for r in (-1e308, -1e308):
             f.write(json.dumps({"step": 10, "prompt": "p", "response": "r", "reward": r}) + "\n")
-    monkeypatch.setattr(run_view, "MAX_CURVE_STEPS", 5)
+    monkeypatch.setattr(_chart_data, "MAX_CURVE_STEPS", 5)
     view = rw.RunView(tmp_path / "logs", cache_dir=cache_dir, progress=False)
     data = call(view.chart, "data")[0]["result"]["datasets"]
     assert data["steps"]["step"] == [0, 3, 6, 9] and sum(data["steps"]["samples"]) == view.run.n_samples
