@@ -323,24 +323,7 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
         raise NoLogsError("an empty log path was given (\"\"): name a folder, a file or a glob")
     path = Path(item).expanduser()
     if path.is_dir():
-        here: list = []
-        candidates = _walk(path, suffixes, here, accepts=accepts, looks_like=looks_like, bar=bar)
-        if problems is not None:
-            problems += here
-        files = [p for p in candidates if accepts is None or accepts(p)]
-        if not files:
-            kinds = what or ", ".join("*" + s for s in suffixes)
-            if here:  # what is there cannot be read
-                raise NoLogsError(f"no log files ({kinds}) that can be read found in folder {path}: "
-                                  f"{len(here)} cannot, e.g. {here[0][0]} ({here[0][2]})")
-            if candidates:  # the format was told (or guessed from the records), but its file names are others
-                raise NoLogsError(f"no log files ({kinds}) found in folder {path}: its {len(candidates)} "
-                                  f"{'/'.join('*' + s for s in suffixes)} file(s) (e.g. {candidates[0].name}) are "
-                                  "named otherwise; open a file by its path, or choose another format=")
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise NoLogsError(f"the folder {path} cannot be listed (permission denied)")
-            raise NoLogsError(f"no log files ({kinds}) found in folder {path}")
-        return files
+        return _folder_files(path, suffixes, accepts, what, problems, looks_like, bar)
     if path.is_file():
         if not _utf8(str(path)):
             raise NoLogsError(f"the log path is not UTF-8: {_shown(path)} (rename it to read it)")
@@ -349,31 +332,57 @@ def _resolve_one(item: str, suffixes: tuple[str, ...], accepts=None, what: str =
             return []
         return [path.resolve()]
     if glob.has_magic(item):
-        matches = []
-        for p in glob.glob(os.path.expanduser(item), recursive=True):
-            if os.path.isfile(p):
-                matches.append(p)
-            elif p.endswith(suffixes) and (why := _not_a_file(p)) is not None:
-                _report(problems, _shown(p), "unreadable_file", why)
-        files = []
-        for p in matches:
-            if not _utf8(p):
-                _report(problems, _shown(p), "unreadable_file", NOT_UTF8)
-            elif p.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
-                _report(problems, _shown(p), "compressed_file", COMPRESSED_LOG)
-            elif (why := _no_json_lines(Path(p), suffixes)) is not None:
-                _report(problems, _shown(p), *why)
-            else:
-                files.append(Path(p).resolve())
-        if not files:
-            said = [m for q, _, m in (problems or []) if q == _shown(matches[0])] if matches else []
-            raise NoLogsError(f"the pattern {item} matches no file" if not matches else
-                              f"the pattern {item} matches no file that can be read: e.g. {_shown(matches[0])}"
-                              + (f" ({said[-1]})" if said else ""))
-        return sorted(files)
+        return _glob_files(item, suffixes, problems)
     if path.exists():
         raise NoLogsError(f"log path is neither a file nor a folder (a pipe or a device?): {path}")
     raise NoLogsError(f"log path does not exist: {path}")
+
+
+def _folder_files(path: Path, suffixes: tuple[str, ...], accepts, what: str, problems: list | None,
+                  looks_like: Callable[[Path], bool] | None, bar: Discovery | None) -> list[Path]:
+    here: list = []
+    candidates = _walk(path, suffixes, here, accepts=accepts, looks_like=looks_like, bar=bar)
+    if problems is not None:
+        problems += here
+    files = [p for p in candidates if accepts is None or accepts(p)]
+    if files:
+        return files
+    kinds = what or ", ".join("*" + s for s in suffixes)
+    if here:  # what is there cannot be read
+        raise NoLogsError(f"no log files ({kinds}) that can be read found in folder {path}: "
+                          f"{len(here)} cannot, e.g. {here[0][0]} ({here[0][2]})")
+    if candidates:  # the format was told (or guessed from the records), but its file names are others
+        raise NoLogsError(f"no log files ({kinds}) found in folder {path}: its {len(candidates)} "
+                          f"{'/'.join('*' + s for s in suffixes)} file(s) (e.g. {candidates[0].name}) are "
+                          "named otherwise; open a file by its path, or choose another format=")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise NoLogsError(f"the folder {path} cannot be listed (permission denied)")
+    raise NoLogsError(f"no log files ({kinds}) found in folder {path}")
+
+
+def _glob_files(item: str, suffixes: tuple[str, ...], problems: list | None) -> list[Path]:
+    matches = []
+    for p in glob.glob(os.path.expanduser(item), recursive=True):
+        if os.path.isfile(p):
+            matches.append(p)
+        elif p.endswith(suffixes) and (why := _not_a_file(p)) is not None:
+            _report(problems, _shown(p), "unreadable_file", why)
+    files = []
+    for p in matches:
+        if not _utf8(p):
+            _report(problems, _shown(p), "unreadable_file", NOT_UTF8)
+        elif p.endswith(tuple(s + c for s in suffixes for c in COMPRESSED)):
+            _report(problems, _shown(p), "compressed_file", COMPRESSED_LOG)
+        elif (why := _no_json_lines(Path(p), suffixes)) is not None:
+            _report(problems, _shown(p), *why)
+        else:
+            files.append(Path(p).resolve())
+    if not files:
+        said = [m for q, _, m in (problems or []) if q == _shown(matches[0])] if matches else []
+        raise NoLogsError(f"the pattern {item} matches no file" if not matches else
+                          f"the pattern {item} matches no file that can be read: e.g. {_shown(matches[0])}"
+                          + (f" ({said[-1]})" if said else ""))
+    return sorted(files)
 
 
 def source_key(source) -> str:
