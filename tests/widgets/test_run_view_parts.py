@@ -1,0 +1,53 @@
+"""The RunView's parts without a view: its filters as values, its panes, the follower's refusal outside a loop."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import traitlets
+
+from rlviz_widgets.widgets.run_view import panes
+from rlviz_widgets.widgets.run_view.filters import condition, normalise_range, step_by
+from rlviz_widgets.widgets.run_view.following import Follower
+
+
+def test_ranges_are_normalised():
+    assert normalise_range(None, "steps") is None
+    assert normalise_range((3, 1), "steps") == (1.0, 3.0)
+    assert normalise_range((-math.inf, math.inf), "reward") is None
+    assert normalise_range((None, math.inf), "reward") is None
+    assert normalise_range((math.inf, None), "reward") == (math.inf, None)
+    for bad, says in (((math.nan, 1), "NaN"), (("a", 1), "a number or None"), (5, "a \\(lo, hi\\) pair")):
+        with pytest.raises(traitlets.TraitError, match=says):
+            normalise_range(bad, "reward")
+
+
+def test_condition_of_the_filters():
+    assert condition(None, None, "") == ""
+    assert condition((1.0, None), (None, 0.5), "") == "step >= 1.0::DOUBLE AND reward <= 0.5::DOUBLE"
+    assert condition(None, (math.inf, None), "x > 1 -- note") == "false AND (x > 1 -- note\n)"
+
+
+def test_step_by_moves_within_the_steps():
+    values = [0, 10, 20]
+    assert step_by([], None, 1) is None
+    assert step_by(values, None, 1) == 0 and step_by(values, None, -1) == 0
+    assert step_by(values, 10, 1) == 20 and step_by(values, 10, -1) == 0
+    assert step_by(values, 20, 1) == 20 and step_by(values, 5, 1) == 10 and step_by(values, 5, -1) == 0
+
+
+def test_clip_says_how_much_it_cut():
+    assert panes.clip("abc", 5) == "abc"
+    assert panes.clip("abcdef", 2) == "ab… [4 more characters]"
+
+
+def test_following_needs_an_event_loop():
+    class View:
+        follow, follow_interval = True, 1.0
+
+    follower = Follower(View())
+    with pytest.raises(RuntimeError, match="poll"):
+        follower.start()
+    assert follower.task is None
+    follower.stop()  # nothing to stop: no error
