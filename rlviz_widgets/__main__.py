@@ -12,11 +12,12 @@ import sys
 import time
 import warnings
 
-from rlviz_widgets import cache_usage, open_run, prune_cache
+from rlviz_widgets import Run, cache_usage, prune_cache
 from rlviz_widgets._ingest.readers import READERS
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN
 from rlviz_widgets._problems import LogWarning
 from rlviz_widgets.demo import demo_sources
+from rlviz_widgets.run import OpenOptions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +54,13 @@ def _main(argv: list[str] | None = None) -> int:
         ap.error("--dry-run goes with --prune-cache (it lists what pruning would remove)")
     if args.cache_usage or args.prune_cache:
         return _cache_report(args)
+    try:
+        options = OpenOptions(format=args.format, cache_dir=args.cache_dir, pad_token=args.pad_token,
+                              system_prompt_end=args.system_prompt_end,
+                              max_samples_per_step=args.max_samples_per_step, steps=args.steps)
+    except ValueError as e:  # a bad option: said in one line, not a traceback
+        print(f"{ap.prog}: error: {e}", file=sys.stderr)
+        return 2
     sources = args.logs or [str(p) for p in demo_sources(args.cache_dir)]
     empty = []
     for src in sources:
@@ -61,9 +69,7 @@ def _main(argv: list[str] | None = None) -> int:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always")
                 warnings.simplefilter("ignore", LogWarning)  # the summary below says the same, once
-                run = open_run(src, format=args.format, cache_dir=args.cache_dir, pad_token=args.pad_token,
-                               system_prompt_end=args.system_prompt_end,
-                               max_samples_per_step=args.max_samples_per_step, steps=args.steps)
+                run = Run.with_options(src, options)
         except (OSError, ValueError) as e:  # a missing path, a bad option: said in one line, not a traceback
             print(f"{ap.prog}: error: {e}", file=sys.stderr)
             return 2

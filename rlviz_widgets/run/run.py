@@ -43,6 +43,7 @@ from rlviz_widgets._sql import bin_count, ident, literal, mean_sql, std_sql
 from rlviz_widgets._store import cache as cachemod
 from rlviz_widgets._store import file_numbers, leases, token_store
 from rlviz_widgets.run import _sqlguard as sqlguard
+from rlviz_widgets.run.options import OpenOptions
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
 STAT_COLUMNS = {  # steps frame: output prefix -> samples column
@@ -109,70 +110,12 @@ def _no_bins(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=_BIN_TYPES.get(c, "object")) for c in columns})
 
 
-def _number(x) -> float | None:
-    """``x`` as a float if it is a number (numpy's, Decimal, Fraction...), else None (text and booleans are not)."""
-    if isinstance(x, (str, bytes, bool, np.bool_)):
-        return None
-    try:
-        return float(x)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _cap_option(cap) -> int | None:
-    """``max_samples_per_step`` checked: None or a whole number of at least 1 (2.0 and 1e3 are whole numbers)."""
-    if cap is None:
-        return None
-    value = _number(cap)
-    if value is None or not value.is_integer():
-        raise TypeError(f"max_samples_per_step must be a whole number or None, not {cap!r}")
-    if cap < 1:
-        raise ValueError(f"max_samples_per_step must be at least 1, not {cap}")
-    return int(cap)
-
-
-def _steps_option(steps) -> tuple[float | None, float | None]:
-    """``steps`` checked: None or (lo, hi), each a number or None (an open end; so is -inf first or +inf last; +inf
-    first or -inf last is kept: no step is in that range), lo <= hi."""
-    if steps is None:
-        return (None, None)
-    try:
-        if isinstance(steps, (str, bytes)):
-            raise TypeError
-        lo, hi = steps
-    except (TypeError, ValueError):
-        raise ValueError(f"steps must be (first, last), either end None for open, not {steps!r}") from None
-    ends = []
-    for end, open_end in ((lo, -math.inf), (hi, math.inf)):
-        value = None if end is None else _number(end)
-        if end is not None and (value is None or math.isnan(value)):
-            raise ValueError(f"steps=(first, last): each end a number or None, not {end!r}")
-        ends.append(None if value is None or value == open_end else end)
-    if lo is not None and hi is not None and float(lo) > float(hi):
-        raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
-    return (ends[0], ends[1])
-
-
-_INT64 = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open; so is a cap past them
-
-
-def _whole_steps(steps: tuple) -> tuple[int | None, int | None]:
-    """A step range (``_steps_option``'s) as the first and last whole step in it, None for an open end: (0.5, 1.5) is
-    steps 1..1. A range past every 64-bit step is 1..0: no step is in it."""
-    lo, hi = steps
-    if (lo is not None and lo > _INT64.max) or (hi is not None and hi < _INT64.min):
-        return 1, 0
-    lo = None if lo is None or math.ceil(lo) <= _INT64.min else math.ceil(lo)
-    hi = None if hi is None or math.floor(hi) >= _INT64.max else math.floor(hi)
-    return lo, hi
-
-
-def _selective(reader, cap: int | None, steps: tuple) -> SelectiveReader | None:
+def _selective(reader, options: OpenOptions) -> SelectiveReader | None:
     """The reader that skips what a cap and a step range leave out, if any is set and the format allows it."""
-    cap = None if cap is None or cap >= _INT64.max else cap
-    if (cap is None and steps == (None, None)) or reader.step_key() is None:
+    cap = options.cap()
+    if (cap is None and options.steps == (None, None)) or reader.step_key() is None:
         return None
-    return SelectiveReader(reader, cap, *_whole_steps(steps))
+    return SelectiveReader(reader, cap, *options.whole_steps())
 
 
 def _same_step_files(files: list[Path], reader) -> list[Problem]:
@@ -292,9 +235,9 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
     ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder. ``progress``: a progress bar
     (in a notebook, else in the terminal) when a first open takes more than half a second.
     """
-    return Run(source, format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token,
-               system_prompt_end=system_prompt_end, max_samples_per_step=max_samples_per_step, steps=steps,
-               cache_dir=cache_dir, progress=progress)
+    return Run.with_options(source, OpenOptions(
+        format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token, system_prompt_end=system_prompt_end,
+        max_samples_per_step=max_samples_per_step, steps=steps, cache_dir=cache_dir, progress=progress))
 
 
 def _plan(cache: cachemod.FileCache, unreadable: dict[str, str] | None = None) -> tuple[cachemod.FileState, int] | None:
@@ -321,37 +264,40 @@ class Run:
                  pad_token: str | None = DEFAULT_PAD_TOKEN,
                  system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
                  steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
+        self._start(source, OpenOptions(format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token,
+                                        system_prompt_end=system_prompt_end,
+                                        max_samples_per_step=max_samples_per_step, steps=steps,
+                                        cache_dir=cache_dir, progress=progress))
+
+    @classmethod
+    def with_options(cls, source, options: OpenOptions) -> Run:
+        """``Run(source, ...)`` with its options given as one ``OpenOptions``."""
+        run = cls.__new__(cls)
+        run._start(source, options)
+        return run
+
+    def _start(self, source, options: OpenOptions) -> None:
         self._db_future = _connect_in_background()
         try:
-            self._open(source, format, columns, tokenizer, pad_token, system_prompt_end, max_samples_per_step,
-                       steps, cache_dir, progress)
+            self._open(source, options)
         except BaseException:
             _settle(self._db_future)
             raise
 
-    def _open(self, source, format, columns, tokenizer, pad_token, system_prompt_end, max_samples_per_step, steps,
-              cache_dir, progress) -> None:
-        for name, text in (("pad_token", pad_token), ("system_prompt_end", system_prompt_end)):
-            if text is not None and not isinstance(text, str):
-                raise TypeError(f"{name}= takes text (or None), not {text!r}")
+    def _open(self, source, options: OpenOptions) -> None:
+        self.options = options
         self.source = source = absolute(source)
-        if format == "auto":
-            format = detect(source, columns)
-        if format not in READERS:
-            raise ValueError(f"unknown format {format!r}; known: auto, {', '.join(READERS)}")
-        max_samples_per_step, steps = _cap_option(max_samples_per_step), _steps_option(steps)
+        format = detect(source, options.columns) if options.format == "auto" else options.format
         self.format = format
-        self.pad_token = pad_token or None
-        self.system_prompt_end = system_prompt_end or None
-        self.max_samples_per_step = max_samples_per_step
-        self.step_range = steps
-        self.cache_root = Path(cache_dir).expanduser().resolve() if cache_dir else cachemod.default_cache_root()
-        if self.cache_root.exists() and not self.cache_root.is_dir():
-            raise NotADirectoryError(f"the cache dir {self.cache_root} is a file: pass cache_dir= a folder")
-        self._reader = READERS[format](columns=columns, tokenizer=tokenizer)
+        self.pad_token = options.pad_token or None
+        self.system_prompt_end = options.system_prompt_end or None
+        self.max_samples_per_step = options.max_samples_per_step
+        self.step_range = options.steps
+        self.cache_root = options.cache_root()
+        self._reader = READERS[format](columns=options.columns, tokenizer=options.tokenizer)
         # a cap or a range: files never read before are read through a reader that skips the lines left out
-        self._selective = _selective(self._reader, max_samples_per_step, steps)
-        self._progress = progress
+        self._selective = _selective(self._reader, options)
+        self._progress = options.progress
         self._file_no: dict[str, int] = {}
         self._states: dict[str, cachemod.FileState] = {}
         self._caches: dict[str, cachemod.FileCache] = {}
@@ -796,7 +742,7 @@ class Run:
         """Every sample passing the run's options (step range, per-step cap), texts cleaned (``parts``: of those cache
         parts only, each column there even where they lack it)."""
         where = []
-        lo, hi = _whole_steps(self.step_range)
+        lo, hi = self.options.whole_steps()
         if lo is not None:
             where.append(f"step >= {lo}")
         if hi is not None:

@@ -15,7 +15,8 @@ import pandas as pd
 
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._sql import literal
-from rlviz_widgets.run.run import Run, _connect_in_background, _settle, open_run
+from rlviz_widgets.run.options import OpenOptions
+from rlviz_widgets.run.run import Run, _connect_in_background, _settle
 
 
 class RunSet(Run):
@@ -63,12 +64,16 @@ class RunSet(Run):
             raise
 
     @classmethod
-    def open(cls, sources: dict, **options) -> RunSet:
-        """Open each source with the same ``open_run`` options (a ``Run`` already open is taken as it is, and then
-        no options may be given: they would apply to some runs only)."""
-        if options and any(isinstance(src, Run) for src in sources.values()):
+    def open(cls, sources: dict, options: OpenOptions | None = None, **kwargs) -> RunSet:
+        """Open each source with the same ``open_run`` options, given as keywords or as one ``OpenOptions`` (a
+        ``Run`` already open is taken as it is, and then no options may be given: they would apply to some runs
+        only)."""
+        if (options is not None or kwargs) and any(isinstance(src, Run) for src in sources.values()):
             raise TypeError("open_run options apply to the logs a RunSet opens itself, not to a Run already open")
-        return cls({str(name): src if isinstance(src, Run) else open_run(src, **options)
+        if options is not None and kwargs:
+            raise TypeError("RunSet.open takes options= or open_run's keywords, not both")
+        options = OpenOptions(**kwargs) if options is None else options
+        return cls({str(name): src if isinstance(src, Run) else Run.with_options(src, options)
                     for name, src in sources.items()})
 
     def _merge(self) -> None:
