@@ -158,20 +158,37 @@ def test_a_folder_whose_only_link_is_given_up_says_why(disk):
 def test_first_record_has(tmp_path):
     check = first_record_has(["prompt", "step"])
     cases = {"log": '\n  \n{"step": 1, "x": 2}\n', "other": '{"name": "a"}\n', "list": '[1, 2]\n',
-             "broken": '{"step": \n', "text": "hello\n", "empty": "", "blank": "\n\n"}
+             "broken": '{"step": \n', "text": "hello\n", "empty": "", "blank": "\n\n",
+             "writing": '{"step": 1, "prompt": "ab', "writing_other": '{"name": "ab'}
     for name, body in cases.items():
         (tmp_path / name).write_text(body)
     (tmp_path / "binary").write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
     got = {name: check(tmp_path / name) for name in [*cases, "binary"]}
     # empty: a run's file not written yet is no evidence against the link
     assert got == {"log": True, "other": False, "list": False, "broken": False, "text": False, "empty": True,
-                   "blank": True, "binary": False}
+                   "blank": True, "writing": True, "writing_other": False, "binary": False}
     assert check(tmp_path / "missing") is True  # the read says what is wrong
     huge = tmp_path / "huge"  # a record larger than what is looked at: its opening is enough
     huge.write_text('{"prompt": "' + "x" * 3_000_000 + '"}\n')
     assert check(huge) is True
     (tmp_path / "huge_other").write_text('{"name": "' + "x" * 3_000_000 + '", "prompt": 1}\n')
     assert check(tmp_path / "huge_other") is False  # the opening says nothing of it: not taken on trust
+
+
+def test_first_record_has_reads_a_file_once_while_its_first_line_stands(tmp_path, monkeypatch):
+    """A followed run walks its folder every few seconds: a file's first line is read once, not at every walk."""
+    from rlviz_widgets._ingest import sniff
+
+    opened = []
+    monkeypatch.setattr(sniff, "open", lambda p, m: opened.append(Path(p).name) or open(p, m), raising=False)
+    monkeypatch.setattr(sniff, "_SEEN", {})
+    log, new = tmp_path / "log.jsonl", tmp_path / "new.jsonl"
+    log.write_text('{"step": 1}\n')
+    new.write_text("")
+    for _ in range(3):
+        assert first_record_has(["step"])(log) and first_record_has(["step"])(new)
+    assert opened == ["log.jsonl", "new.jsonl", "new.jsonl", "new.jsonl"]  # an empty file: looked at again
+    assert first_record_has(["prompt"])(log) is False  # other fields, another verdict
 
 
 def slow_walk(monkeypatch, pause: float):
@@ -186,11 +203,11 @@ def slow_walk(monkeypatch, pause: float):
 
 
 def test_the_walk_shows_its_progress_after_half_a_second(disk, monkeypatch, capsys):
-    for k in range(10):
+    for k in range(6):
         write_lines(disk["logs"] / f"n{k}" / "rank.jsonl", records(0, 1))
     resolve(disk["logs"], progress=True)  # quick: nothing shown
     assert capsys.readouterr().err == ""
-    slow_walk(monkeypatch, 0.1)
+    slow_walk(monkeypatch, 0.09)  # 8 folders
     resolve(disk["logs"])  # slow, but not asked
     assert capsys.readouterr().err == ""
     resolve(disk["logs"], progress=True)
