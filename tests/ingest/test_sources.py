@@ -194,6 +194,8 @@ def test_links_to_folders_are_followed_and_a_link_loop_ends(tmp_path, open_run):
     (logs / "again").symlink_to(logs / "rank0", target_is_directory=True)  # the same folder twice
     run = open_run(logs)
     assert len(run.samples) == 5 and len(run.files) == 2
+    assert kinds(run) == [("loop", "looping_link")]  # up to the folder itself: not followed, said
+    assert run.problems["message"][0].endswith("(line 0: the link as a whole)")
 
 
 def test_a_file_reached_by_two_hard_links_is_read_once(tmp_path, open_run):
