@@ -6,7 +6,7 @@ import json
 
 import pyarrow as pa
 
-from rlviz_widgets._ingest.readers.jsonkeys import candidate_keys, odd_values
+from rlviz_widgets._ingest.readers.jsonl.keyscan import candidate_keys, odd_values
 
 
 def arr(*objs_or_lines) -> pa.Array:
@@ -93,7 +93,7 @@ def test_equal_at_matches_a_byte_by_byte_comparison():
     the very start and end of the bytes, and on buffers shorter than a word."""
     import numpy as np
 
-    from rlviz_widgets._ingest.readers.jsonkeys import equal_at
+    from rlviz_widgets._ingest.readers.jsonl.keyscan import equal_at
 
     rng = np.random.default_rng(7)
     for size in (3, 7, 8, 9, 64, 1000):
@@ -121,7 +121,7 @@ def _top_level_repeats(line: str) -> bool:
 def test_repeated_keys_of_lines_shorter_than_its_window():
     """Lines of fewer than 16 bytes in all (a job appending one short line): numpy refused the 16-byte window
     view and the open or refresh failed."""
-    from rlviz_widgets._ingest.readers.jsonkeys import repeated_keys
+    from rlviz_widgets._ingest.readers.jsonl.keyscan import repeated_keys
 
     assert repeated_keys(arr('{"a":1,"a":2}')).tolist() == [0]
     assert repeated_keys(arr('{"step": 1}')).tolist() == []
@@ -133,7 +133,7 @@ def test_repeated_keys_finds_every_line_holding_a_key_twice():
     buffer's first key included), and few others: keys sharing their last bytes are told apart."""
     import random
 
-    from rlviz_widgets._ingest.readers.jsonkeys import repeated_keys
+    from rlviz_widgets._ingest.readers.jsonl.keyscan import repeated_keys
 
     fixed = ['{"a":1,"a":2}', '{"step": 1, "st\\u0065p": 2}', '{"x" :1,  "x"  : 2}',
              '{"' + "k" * 40 + '": 1, "' + "k" * 40 + '": 2}', '{"m": {"a": 1}, "a": 2}',
@@ -164,7 +164,7 @@ def test_escaped_spellings_looks_back_in_batches(monkeypatch):
 
     import numpy as np
 
-    from rlviz_widgets._ingest.readers import jsonkeys
+    from rlviz_widgets._ingest.readers.jsonl import keyscan as jsonkeys
 
     line = "".join(f'"m{i % 1000:04d}1": 1, ' for i in range(20)) + '"st\\u0065p1": 2, "step1": 3'
     text = ("{" + line + "}\n") * 10_000

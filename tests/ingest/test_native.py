@@ -22,7 +22,7 @@ from conftest import README_RECORD, SHARED_DATA, write_lines
 import rlviz_widgets
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest import native
-from rlviz_widgets._ingest.readers import rlb
+from rlviz_widgets._ingest.readers.jsonl import reader as jreader
 
 needs_lib = pytest.mark.skipif(native.library() is None, reason="the native array reader is not built here")
 
@@ -382,7 +382,8 @@ def test_a_reader_whose_arrays_are_derived_is_left_alone(monkeypatch):
     chunk = linereader.Chunk(_lines('{"generation_logprobs": [[0.0, -1.0]], "rewards": [1]}'), np.array([1]),
                              np.array([ord("{")], np.uint8), 0, 0, keys={"generation_logprobs", "rewards"})
     asked = {}
-    monkeypatch.setattr(rlb, "read_arrays_later", lambda lines, fields, strings: asked.update(fields, strings=strings))
+    monkeypatch.setattr(jreader, "read_arrays_later",
+                        lambda lines, fields, strings: asked.update(fields, strings=strings))
     NemoReader().native_arrays(chunk)
     assert "logprobs" not in asked and asked["strings"] is None  # token ids, not strings
 

@@ -639,7 +639,7 @@ def test_a_key_written_twice_in_a_record_is_reported(tmp_path, open_run, monkeyp
 
 def _transform_sql(tmp_path, cache_dir, monkeypatch, n_keys: int) -> str:
     """The SQL a log with ``n_keys`` custom keys is transformed with (each is still a column of its own)."""
-    from rlviz_widgets._ingest.readers import rlb
+    from rlviz_widgets._ingest.readers.jsonl import sql as rlb
 
     seen: list[str] = []
     query = rlb._query
@@ -670,7 +670,7 @@ def test_custom_fields_read_alike_from_a_struct_or_a_map(tmp_path, cache_dir, mo
     """Many custom keys are read from a map of each record (``WIDE_EXTRAS``), a few from the transform's struct:
     the two give the same columns and problems, whatever the values (numbers, texts, booleans, nulls, NaN,
     lists, big integers, names in another case, keys written twice, keys only some records hold)."""
-    from rlviz_widgets._ingest.readers import rlb
+    from rlviz_widgets._ingest.readers.jsonl import sql as rlb
 
     monkeypatch.setattr(rlb, "WIDE_EXTRAS", -1 if wide else 10 ** 6)
     body = '"step": 0, "prompt": "p", "response": "r", "reward": 1.0'

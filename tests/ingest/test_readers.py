@@ -312,7 +312,7 @@ def test_chunk_query_is_bound_once_per_cursor_and_reads_the_raw_of_the_time(monk
     import duckdb
     import pyarrow as pa
 
-    from rlviz_widgets._ingest.readers import rlb
+    from rlviz_widgets._ingest.readers.jsonl import sql as rlb
 
     monkeypatch.setattr(rlb, "_VIEWS", {})
     db = duckdb.connect()
@@ -513,7 +513,7 @@ def test_count_literal_counts_as_count_substring(large):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from rlviz_widgets._ingest.readers.rlb import count_literal
+    from rlviz_widgets._ingest.readers.jsonl.arrow import count_literal
 
     texts = ["", "<PAD>", "<PAD><PAD>x<PAD>", "a<PA", "D>b", None, "<<PAD>>", "é<PAD>ü<PAD", "PAD>", "<P<PAD>",
              "no pad here", "<PAD" * 3, "ab<PAD>", None, "<PAD>"]

@@ -15,7 +15,7 @@ from formats import write_nemo, write_verl
 
 import rlviz_widgets
 from rlviz_widgets._ingest.readers import rlb as rlbmod
-from rlviz_widgets._ingest.readers.linesteps import NO_STEP, line_steps
+from rlviz_widgets._ingest.readers.jsonl.linesteps import NO_STEP, line_steps
 from rlviz_widgets._store import cache as cachemod
 from rlviz_widgets._synth import make_record
 

@@ -14,7 +14,7 @@ from conftest import read_records, write_lines
 
 from rlviz_widgets import NoLogsError
 from rlviz_widgets._ingest import lines
-from rlviz_widgets._ingest.readers import rlb
+from rlviz_widgets._ingest.readers.jsonl import triage as rlb
 from rlviz_widgets._ingest.sources import resolve
 from rlviz_widgets._synth import make_record, write_log
 from rlviz_widgets.run import run as runmod

@@ -17,6 +17,7 @@ from conftest import file_mtimes, folder_fingerprint, write_lines
 import rlviz_widgets
 from rlviz_widgets import LogWarning
 from rlviz_widgets._ingest.readers import rlb as rlbmod
+from rlviz_widgets._ingest.readers.jsonl.batches import BATCH_STRIDE
 from rlviz_widgets._ingest.readers.rlb import RLBReader
 from rlviz_widgets._store import cache as cachemod
 from rlviz_widgets._store import file_numbers
@@ -34,7 +35,7 @@ def spy(monkeypatch):
         return real_update(con, jobs, *a, **kw)
 
     def parse(self, con, chunk, steps):  # one chunk, or several parsed together (their own numbers, in order)
-        calls["parsed"].extend(int(n) % rlbmod.BATCH_STRIDE for n in chunk.numbers)
+        calls["parsed"].extend(int(n) % BATCH_STRIDE for n in chunk.numbers)
         return real_parse(self, con, chunk, steps)
 
     monkeypatch.setattr(cachemod, "update_files", update)

@@ -1,5 +1,11 @@
-"""Readers turn one chunk of raw log lines into the common columns; one module per format."""
+"""Readers turn a log's files into records in the common columns; one module per format.
 
+Every reader is a ``base.Reader``: the JSON-lines formats share one pipeline (``jsonl``), each saying where its
+fields are in a ``JsonlFormat``; TRL's Parquet files are read whole (``trl``).
+"""
+
+from rlviz_widgets._ingest.readers.base import FileReader, LineReader, Reader
+from rlviz_widgets._ingest.readers.jsonl import DEFAULT_PAD_TOKEN, JsonlFormat, JsonlReader, non_scalar_message
 from rlviz_widgets._ingest.readers.mapping import ColumnsReader
 from rlviz_widgets._ingest.readers.nemo import NemoReader
 from rlviz_widgets._ingest.readers.openinstruct import OpenInstructReader
@@ -7,7 +13,8 @@ from rlviz_widgets._ingest.readers.rlb import RLBReader
 from rlviz_widgets._ingest.readers.trl import TRLReader
 from rlviz_widgets._ingest.readers.verl import VerlReader
 
-READERS = {"rlb": RLBReader, "verl": VerlReader, "trl": TRLReader, "openinstruct": OpenInstructReader,
-           "nemo": NemoReader, "columns": ColumnsReader}
+READERS: dict[str, type[Reader]] = {"rlb": RLBReader, "verl": VerlReader, "trl": TRLReader,
+                                    "openinstruct": OpenInstructReader, "nemo": NemoReader, "columns": ColumnsReader}
 
-__all__ = ["READERS", "ColumnsReader", "NemoReader", "OpenInstructReader", "RLBReader", "TRLReader", "VerlReader"]
+__all__ = ["DEFAULT_PAD_TOKEN", "READERS", "ColumnsReader", "FileReader", "JsonlFormat", "JsonlReader", "LineReader",
+           "NemoReader", "OpenInstructReader", "RLBReader", "Reader", "TRLReader", "VerlReader", "non_scalar_message"]

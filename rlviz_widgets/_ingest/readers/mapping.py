@@ -10,12 +10,16 @@ it (``rollouts_120.jsonl`` -> 120) unless a word before that number says it coun
 
 from __future__ import annotations
 
-from rlviz_widgets._ingest.readers.rlb import RLBReader
+from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 
-
-class ColumnsReader(RLBReader):
-    name = "columns"
+COLUMNS = JsonlFormat(
+    name="columns",
     # "step" and a number; else the number ending the name, unless it counts ranks, shards, parts... (one file per
     # data-parallel rank is the common layout: its number is no step) or is a date's day (run-2024-05-01.jsonl)
-    step_pattern = (r"(?i)step[ _-]?(\d+)|^(?!.*(?:rank|shard|part|worker|proc|node|device|(?:^|[^a-z])(?:gpu|dp|tp|pp|"
-                    r"host))[ _-]?\d+\.jsonl$)(?!.*\d{4}[-_.]\d\d[-_.]\d\d\.jsonl$).*?(\d+)\.jsonl$")
+    step_pattern=(r"(?i)step[ _-]?(\d+)|^(?!.*(?:rank|shard|part|worker|proc|node|device|(?:^|[^a-z])(?:gpu|dp|tp|pp|"
+                  r"host))[ _-]?\d+\.jsonl$)(?!.*\d{4}[-_.]\d\d[-_.]\d\d\.jsonl$).*?(\d+)\.jsonl$"),
+)
+
+
+class ColumnsReader(JsonlReader):
+    format = COLUMNS

@@ -16,81 +16,83 @@ prompt's text within the step (NeMo repeats each prompt once per generation). ``
 
 from __future__ import annotations
 
-from rlviz_widgets._ingest.readers.rlb import RLBReader, json_number, reports_sql
+from collections.abc import Mapping
+
+from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
+from rlviz_widgets._ingest.readers.jsonl.sql import field_ref, json_number, reports_sql
 
 TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
+OWN_READS = ("prompt", "response", "reward", "tokens", "logprobs", "advantage")  # read through expressions below
 
 
-class NemoReader(RLBReader):
-    name = "nemo"
-    file_pattern = r"^train_data_step\d+\.jsonl$"
-    step_pattern = r"data_step(\d+)\.jsonl$"
-    token_ids = True
+def _unwrap(value: str) -> str:
+    """A value of a batch of one: its item."""
+    return f"CASE WHEN json_type({value}) = 'ARRAY' THEN {value}->'$[0]' ELSE {value} END"
 
-    def shown_names(self) -> dict[str, str]:
-        mapped = set(self.columns)
-        own = {"reward": "rewards", "tokens": "token_ids", "logprobs": "generation_logprobs",
-               "advantage": "advantages", "prompt": "content", "response": "content"}
-        return {**self.fields(), **{c: k for c, k in own.items() if c not in mapped}}
 
-    def _unwrap(self, value: str) -> str:
-        return f"CASE WHEN json_type({value}) = 'ARRAY' THEN {value}->'$[0]' ELSE {value} END"
+def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f: Mapping[str, str],
+            mapped: set[str]) -> None:
+    """The fields NeMo-RL wraps in batches of one, and the response cut from its padded prompt+response rows."""
+    for c in OWN_READS:
+        if c not in mapped:
+            schema.pop(f[c], None)
+    schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
+                   "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
+    c0 = "r.content->'$[0]'"
+    if "response" not in mapped:
+        ex["response"] = (f"CASE json_type({c0}) WHEN 'ARRAY' THEN {c0}->>'$[#-1]' "
+                          f"WHEN 'VARCHAR' THEN {c0}->>'$' END")
+    if "prompt" not in mapped:
+        ex["prompt"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 THEN array_to_string("
+                        f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
+    if "reward" not in mapped:
+        ex["reward"] = _unwrap(field_ref("rewards"))
+    n = "(r.input_lengths->'$[0]')::BIGINT"
+    # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
+    # generation log-prob that is not 0.0, which NeMo writes at every prompt position
+    first = f"list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), lambda x: x <> 0), true)"
+    start = f"coalesce({first}, 1)"
+    # ... and where every one is 0.0 (an empty response, or a model sure of every token), it cannot be told
+    no_start = (f"r.token_loss_mask IS NULL AND r.generation_logprobs IS NOT NULL "
+                f"AND json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') AND {first} IS NULL")
 
-    def _spec(self, keys):
-        schema, ex, used = super()._spec(keys)
-        mapped = set(self.columns)
-        f = self.fields()
-        for c in ("prompt", "response", "reward", "tokens", "logprobs", "advantage"):
-            if c not in mapped:
-                schema.pop(f[c], None)
-        schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
-                       "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
-        c0 = "r.content->'$[0]'"
-        if "response" not in mapped:
-            ex["response"] = (f"CASE json_type({c0}) WHEN 'ARRAY' THEN {c0}->>'$[#-1]' "
-                              f"WHEN 'VARCHAR' THEN {c0}->>'$' END")
-        if "prompt" not in mapped:
-            ex["prompt"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 THEN array_to_string("
-                            f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
-        if "reward" not in mapped:
-            ex["reward"] = self._extra("rewards")
+    def response_only(expr: str) -> str:
+        """The response positions of a padded prompt+response row."""
+        return (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_where({expr}[1], "
+                f"list_transform(r.token_loss_mask[1], lambda m: coalesce(m > 0, false))) "
+                f"WHEN json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') "
+                f"THEN list_slice({expr}[1], {start}, {n}) ELSE {expr}[1] END")
 
-        n = "(r.input_lengths->'$[0]')::BIGINT"
-        # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
-        # generation log-prob that is not 0.0, which NeMo writes at every prompt position
-        first = f"list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), lambda x: x <> 0), true)"
-        start = f"coalesce({first}, 1)"
-        # ... and where every one is 0.0 (an empty response, or a model sure of every token), it cannot be told
-        no_start = (f"r.token_loss_mask IS NULL AND r.generation_logprobs IS NOT NULL "
-                    f"AND json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') AND {first} IS NULL")
+    if "tokens" not in mapped:
+        ex["tokens"] = response_only("r.token_ids")
+    if "logprobs" not in mapped:
+        ex["logprobs"] = response_only("r.generation_logprobs")
+    nan_advantage = None
+    if "advantage" not in mapped:
+        mean = f"list_avg({response_only('r.advantages')})::DOUBLE"
+        ex["advantage"] = f"CASE WHEN isfinite({mean}) THEN {mean} END"  # NaN in it: reported, left empty
+        nan_advantage = (f"CASE WHEN NOT isfinite({mean}) THEN 'nan|advantages holds NaN/Infinity at response "
+                         f"tokens: the advantage is left empty' END")
+    if "group_id" not in mapped:  # a file with a step in its name: one group per prompt of the step
+        ex["group_id"] = (f"CASE WHEN fs IS NOT NULL THEN fs::VARCHAR || ':' || md5({ex['prompt']})[:12] "
+                          f"ELSE {ex['group_id']} END")
+    ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"], nan_advantage, no_start)
+    used |= {"content", "rewards", *TOKEN_KEYS}
+    if "advantage" in mapped:
+        ex["advantage"] = json_number(_unwrap(field_ref(f["advantage"])))
+    ex["advantage_raw"] = _unwrap(field_ref(f["advantage"])) if "advantage" in mapped else None
 
-        def response_only(expr: str) -> str:
-            """The response positions of a padded prompt+response row."""
-            return (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_where({expr}[1], "
-                    f"list_transform(r.token_loss_mask[1], lambda m: coalesce(m > 0, false))) "
-                    f"WHEN json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') "
-                    f"THEN list_slice({expr}[1], {start}, {n}) ELSE {expr}[1] END")
 
-        if "tokens" not in mapped:
-            ex["tokens"] = response_only("r.token_ids")
-        if "logprobs" not in mapped:
-            ex["logprobs"] = response_only("r.generation_logprobs")
-        nan_advantage = None
-        if "advantage" not in mapped:
-            mean = f"list_avg({response_only('r.advantages')})::DOUBLE"
-            ex["advantage"] = f"CASE WHEN isfinite({mean}) THEN {mean} END"  # NaN in it: reported, left empty
-            nan_advantage = (f"CASE WHEN NOT isfinite({mean}) THEN 'nan|advantages holds NaN/Infinity at response "
-                             f"tokens: the advantage is left empty' END")
-        if "group_id" not in mapped:  # a file with a step in its name: one group per prompt of the step
-            ex["group_id"] = (f"CASE WHEN fs IS NOT NULL THEN fs::VARCHAR || ':' || md5({ex['prompt']})[:12] "
-                              f"ELSE {ex['group_id']} END")
-        ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"],
-                                        nan_advantage, no_start)
-        used |= {"content", "rewards", *TOKEN_KEYS}
-        ex["advantage"] = ex["advantage"] if "advantage" not in mapped else json_number(self._extra(
-            self.fields()["advantage"]))
-        ex["advantage_raw"] = self._extra(self.fields()["advantage"]) if "advantage" in mapped else None
-        return schema, ex, used
+NEMO = JsonlFormat(
+    name="nemo", file_pattern=r"^train_data_step\d+\.jsonl$", step_pattern=r"data_step(\d+)\.jsonl$", token_ids=True,
+    shown={"reward": "rewards", "tokens": "token_ids", "logprobs": "generation_logprobs", "advantage": "advantages",
+           "prompt": "content", "response": "content"},
+    unwrap=_unwrap, adjust=_adjust,
+)
+
+
+class NemoReader(JsonlReader):
+    format = NEMO
 
 
 def _shape_reports(response: str | None, nan_advantage: str | None, no_start: str) -> str:

@@ -29,9 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlviz_widgets._ingest.lines import Chunk
-from rlviz_widgets._ingest.readers.jsonkeys import lines_buffer
-from rlviz_widgets._ingest.readers.linesteps import NO_STEP, line_steps
-from rlviz_widgets._ingest.readers.rlb import RLBReader
+from rlviz_widgets._ingest.readers.jsonl import JsonlReader
+from rlviz_widgets._ingest.readers.jsonl.keyscan import lines_buffer
+from rlviz_widgets._ingest.readers.jsonl.linesteps import NO_STEP, line_steps
 
 NO_KEY = NO_STEP + 1  # ``line_steps``'s mark of a line without the step key (told apart from the file name's step)
 
@@ -41,7 +41,7 @@ class SelectiveReader:
 
     whole_file = False
 
-    def __init__(self, reader: RLBReader, cap: int | None, lo: int | None, hi: int | None):
+    def __init__(self, reader: JsonlReader, cap: int | None, lo: int | None, hi: int | None):
         """``reader``: one whose ``step_key()`` is not None; ``cap``, ``lo``, ``hi``: None where not set."""
         self.reader, self.cap, self.lo, self.hi = reader, cap, lo, hi
         self.key = reader.step_key()
@@ -86,7 +86,7 @@ class FileSelection:
 
     whole_file = False
 
-    def __init__(self, owner: SelectiveReader, inner: RLBReader) -> None:
+    def __init__(self, owner: SelectiveReader, inner: JsonlReader) -> None:
         self.owner, self.inner = owner, inner
         self.have: dict[int, int] = {}  # step -> samples read of it (in this file)
         self.skipped = 0  # lines skipped unread
@@ -228,7 +228,7 @@ def _rank(steps: np.ndarray) -> np.ndarray:
     return rank
 
 
-def _subset(chunk: Chunk, keep: np.ndarray, reader: RLBReader, copy: bool = False) -> Chunk:
+def _subset(chunk: Chunk, keep: np.ndarray, reader: JsonlReader, copy: bool = False) -> Chunk:
     """The chunk's lines marked in ``keep``, prepared by ``reader`` (their keys, their odd lines). Runs of lines
     kept are zero-copy slices of the chunk's, unless ``copy`` (or the runs are many and short)."""
     idx = np.flatnonzero(keep)

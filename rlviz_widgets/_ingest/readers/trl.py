@@ -13,6 +13,7 @@ a GRPO group, named ``"{step}:{k}"``. Rows are numbered from 1 like lines, so pr
 
 from __future__ import annotations
 
+import copy
 import os
 
 import duckdb
@@ -22,26 +23,51 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rlviz_widgets._ingest.lines import Chunk
-from rlviz_widgets._ingest.readers.rlb import RLBReader
+from rlviz_widgets._ingest.readers.base import Parsed
+from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
+from rlviz_widgets._ingest.readers.options import name_accepted, name_step
 from rlviz_widgets._problems import short as _short
 
 NOT_REWARDS = {"step", "prompt", "completion", "advantage", "mode", "group_id", "line"}
+# the rows, once written as JSON lines, are records of this format: every check is the JSON-lines reader's
+ROWS = JsonlFormat(name="trl", file_pattern=r"^completions_\d+\.parquet$", step_pattern=r"completions_(\d+)\.parquet$",
+                   renames={"response": "completion"}, text_steps=True)
 
 
-class TRLReader(RLBReader):
-    name = "trl"
+class TRLReader:
+    """TRL's completion files, each read whole (a ``FileReader``)."""
+
     suffixes = (".parquet",)
-    file_pattern = r"^completions_\d+\.parquet$"
-    step_pattern = r"completions_(\d+)\.parquet$"
     whole_file = True
-    rows_read = 0
-    text_steps = True
+
+    def __init__(self, columns: dict[str, str] | None = None, tokenizer=None):
+        self.rows = JsonlReader(columns, tokenizer, format=ROWS)  # reads the rows once written as JSON lines
+        self.columns, self.tokenizer, self.name = self.rows.columns, tokenizer, self.rows.name
+        self.file_pattern, self.step_pattern, self.own_renames = ROWS.file_pattern, ROWS.step_pattern, ROWS.own_renames
+        self.file_step: int | None = None
+        self.rows_read = 0
 
     def fields(self) -> dict[str, str]:
-        return {**super().fields(), "response": "completion", **self.columns}
+        return self.rows.fields()
 
-    def parse_file(self, con: duckdb.DuckDBPyConnection, path: str | os.PathLike):
-        """The whole file in the common columns, via the JSON-lines path (so every check is shared)."""
+    def accepts(self, path: str | os.PathLike) -> bool:
+        return name_accepted(self.file_pattern, path)
+
+    def name_step(self, name: str) -> int | None:
+        return name_step(self.step_pattern, name)
+
+    def step_key(self) -> None:
+        """None: a file is read whole, no line is skipped unparsed."""
+        return None
+
+    def for_file(self, path: str | os.PathLike) -> TRLReader:
+        bound = copy.copy(self)
+        bound.rows = self.rows.for_file(path)
+        bound.file_step = bound.rows.file_step
+        return bound
+
+    def parse_file(self, con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> Parsed:
+        """The whole file in the common columns, via the JSON-lines reader (so every check is shared)."""
         try:
             t = pq.read_table(path)
         except (pa.ArrowException, OSError) as e:  # half-written (TRL's write is not atomic) or not Parquet
@@ -51,7 +77,7 @@ class TRLReader(RLBReader):
         self.rows_read = t.num_rows
         if t.num_rows == 0:
             return None, [[0, "empty_file", "the file holds no rows (line 0: the file as a whole)"]]
-        t = self.prepare(t)
+        t = self.completed(t)
         # half floats widened: DuckDB reads no float16 (a reward column written from a half-precision tensor)
         for i, f in enumerate(t.schema):
             if pa.types.is_float16(f.type):
@@ -70,38 +96,48 @@ class TRLReader(RLBReader):
         lines = pc.cast(lines.combine_chunks(), pa.large_string())
         chunk = Chunk(lines, np.arange(1, t.num_rows + 1, dtype=np.int64),
                       np.full(t.num_rows, ord("{"), dtype=np.uint8), 0, 0)
-        return self.parse(con, chunk)
+        return self.rows.parse(con, chunk)
 
-    def prepare(self, t: pa.Table) -> pa.Table:
+    def completed(self, t: pa.Table) -> pa.Table:
         """Step as an integer (from the file name if missing), the summed reward, the groups."""
-        n = t.num_rows
-        f = self.fields()
+        f = self.rows.fields()
         if "step" not in t.column_names and self.file_step is not None:
-            t = t.append_column("step", pa.array(np.full(n, self.file_step, dtype=np.int64)))
+            t = t.append_column("step", pa.array(np.full(t.num_rows, self.file_step, dtype=np.int64)))
         # the step stays as written (TRL writes it as text): the shared checks read it, and report what is no step
         if f["reward"] not in t.column_names:
-            # TRL's reward functions are logged as floats (torch); integer columns are counts or ids beside them
-            rewards = [c for c in t.column_names if c not in NOT_REWARDS | set(f.values())
-                       and pa.types.is_floating(t.schema.field(c).type)]
-            if rewards:
-                vals = np.vstack([t[c].to_numpy(zero_copy_only=False).astype(float) for c in rewards])
-                has = np.isfinite(vals).any(axis=0)
-                total = np.where(has, np.nansum(vals, axis=0), np.nan)
-                t = t.append_column(f["reward"], pa.array(total, pa.float64(), from_pandas=True))
+            t = _with_reward(t, f)
         if "group_id" not in self.columns and f["prompt"] in t.column_names and "group_id" not in t.column_names:
-            prompts = t[f["prompt"]].to_pylist()
-            steps = [_step_name(s, self.file_step) for s in
-                     (t["step"].to_pylist() if "step" in t.column_names else [None] * n)]
-            groups, k = [], -1
-            for i in range(n):
-                if i == 0 or prompts[i] != prompts[i - 1] or steps[i] != steps[i - 1]:
-                    k += 1
-                groups.append(f"{steps[i]}:{k}")
-            t = t.append_column("group_id", pa.array(groups, pa.string()))
+            t = t.append_column("group_id", pa.array(_groups(t, f["prompt"], self.file_step), pa.string()))
         texts = {f["prompt"], f["response"]}  # nested ones (chat messages) are shown as JSON, and reported
         keep = [c for c in t.column_names if c in texts or not (pa.types.is_nested(t.schema.field(c).type)
                                                                  or pa.types.is_binary(t.schema.field(c).type))]
         return t.select(keep)  # images and other nested columns are not shown
+
+
+def _with_reward(t: pa.Table, f: dict[str, str]) -> pa.Table:
+    """``t`` with the sum of its reward functions' columns as the reward, if it has any. TRL's reward functions are
+    logged as floats (torch); integer columns are counts or ids beside them."""
+    rewards = [c for c in t.column_names if c not in NOT_REWARDS | set(f.values())
+               and pa.types.is_floating(t.schema.field(c).type)]
+    if not rewards:
+        return t
+    vals = np.vstack([t[c].to_numpy(zero_copy_only=False).astype(float) for c in rewards])
+    has = np.isfinite(vals).any(axis=0)
+    total = np.where(has, np.nansum(vals, axis=0), np.nan)
+    return t.append_column(f["reward"], pa.array(total, pa.float64(), from_pandas=True))
+
+
+def _groups(t: pa.Table, prompt: str, file_step: int | None) -> list[str]:
+    """Each row's GRPO group: consecutive rows sharing a prompt (and a step), named ``"{step}:{k}"``."""
+    n = t.num_rows
+    prompts = t[prompt].to_pylist()
+    steps = [_step_name(s, file_step) for s in (t["step"].to_pylist() if "step" in t.column_names else [None] * n)]
+    groups, k = [], -1
+    for i in range(n):
+        if i == 0 or prompts[i] != prompts[i - 1] or steps[i] != steps[i - 1]:
+            k += 1
+        groups.append(f"{steps[i]}:{k}")
+    return groups
 
 
 def _step_name(step, file_step: int | None) -> str:

@@ -9,16 +9,14 @@ group). No token arrays.
 
 from __future__ import annotations
 
-from rlviz_widgets._ingest.readers.rlb import RLBReader
+from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
+
+VERL = JsonlFormat(
+    name="verl", file_pattern=r"^\d+\.jsonl$", step_pattern=r"^(\d+)\.jsonl$", group_keys=("uid",),
+    renames={"prompt": "input", "response": "output", "reward": "score", "ground_truth": "gts"},
+    own_renames=frozenset({"reward"}),  # validation dumps repeat the score as a reward-extra key "reward"
+)
 
 
-class VerlReader(RLBReader):
-    name = "verl"
-    file_pattern = r"^\d+\.jsonl$"
-    step_pattern = r"^(\d+)\.jsonl$"
-    group_keys = ("uid",)
-    own_renames = frozenset({"reward"})  # validation dumps repeat the score as a reward-extra key "reward"
-
-    def fields(self) -> dict[str, str]:
-        return {**super().fields(), "prompt": "input", "response": "output", "reward": "score",
-                "ground_truth": "gts", **self.columns}
+class VerlReader(JsonlReader):
+    format = VERL

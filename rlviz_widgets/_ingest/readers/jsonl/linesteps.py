@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlviz_widgets._ingest.lines import find_byte
-from rlviz_widgets._ingest.readers.jsonkeys import blank, equal_at, escaped_spellings, key_ends, lines_buffer
+from rlviz_widgets._ingest.readers.jsonl.keyscan import blank, equal_at, escaped_spellings, key_ends, lines_buffer
 
 NO_STEP = np.iinfo(np.int64).min  # the step cannot be told from the bytes: the line is parsed
 BRACE, CLOSE, QUOTE, COMMA, COLON, BRACKET = 123, 125, 34, 44, 58, 91
