@@ -1,17 +1,23 @@
-"""What every rlviz widget shares: its built front end, request/response, visible errors."""
+"""What every rlviz widget shares: its built front end, request/response, visible errors, and its edge to the
+browser (which requests may run, which traits the browser may set)."""
 
 from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
+from typing import ClassVar
 
 import anywidget
 import traitlets
 
+from rlviz_widgets.widgets._validate import JS_SAFE_INT, clip
+
 STATIC = Path(__file__).resolve().parent.parent / "static"
 log = logging.getLogger("rlviz_widgets")
+MAX_ID_CHARS = 200  # of a request's id sent back (rpc.ts's are ~20)
 
 
 def front_end(name: str) -> Path:
@@ -26,8 +32,8 @@ def front_end(name: str) -> Path:
 
 
 def rpc(fn):
-    """Marks a method the front end may call by name."""
-    fn._rpc = True
+    """Marks a method the front end may call by name: the class's requests are these, and only these."""
+    fn.rpc_request = True
     return fn
 
 
@@ -42,7 +48,53 @@ def surface_errors(fn):
     return wrapper
 
 
-class RpcWidget(anywidget.AnyWidget):
+class BrowserState:
+    """A widget mixin: the front end sets only the traits named in ``_browser_writes``, each through the trait's
+    own validation and the check given there (a function taking the sent value, raising ``ValueError``); anything
+    else it sends is refused, said (``_say_update``), and its view is sent the kernel's values back. ipywidgets
+    hands every front-end update to ``set_state`` and would take any synced trait, even a read-only one."""
+
+    _browser_writes: ClassVar[dict[str, Callable | None]] = {}
+
+    def set_state(self, sync_data) -> None:
+        """Takes a front end's update (ipywidgets calls this with what a view's ``save_changes`` sent)."""
+        state = sync_data if isinstance(sync_data, dict) else {}
+        taken = {k: v for k, v in state.items() if k in self._browser_writes}
+        refused = [k for k in state if k not in taken]
+        problem = f"the browser may not set {', '.join(map(repr, refused))}" if refused else None
+        if taken:
+            try:
+                for k, check in self._browser_writes.items():
+                    if check is not None and k in taken:
+                        taken[k] = check(taken[k])
+                super().set_state(taken)
+            except Exception as e:  # noqa: BLE001 - a value the widget refuses (or its observers fail on): said
+                problem = f"{type(e).__name__}: {e}"
+                refused += list(taken)
+        self._send_back(refused)
+        self._say_update(problem)
+
+    def _send_back(self, names: list) -> None:
+        keys = [k for k in names if k in self.keys]
+        if keys:  # the view already shows what it sent: it is told what the kernel holds
+            self.send_state(keys)
+
+    def _say_update(self, problem: str | None) -> None:
+        """Where a refused update is said (None: the last one was taken)."""
+        if problem:
+            log.warning("a front-end update was refused: %s", clip(problem))
+
+
+def _reply_id(rid):
+    """The request's id as sent back: rpc.ts's ids are short strings; any other is answered to no one."""
+    if isinstance(rid, str) and len(rid) <= MAX_ID_CHARS:
+        return rid
+    if isinstance(rid, int) and not isinstance(rid, bool) and abs(rid) <= JS_SAFE_INT:
+        return rid
+    return None
+
+
+class RpcWidget(BrowserState, anywidget.AnyWidget):
     """An anywidget whose front end pulls data with {type: "rpc"} messages."""
 
     generation = traitlets.Int(0).tag(sync=True)
@@ -52,6 +104,11 @@ class RpcWidget(anywidget.AnyWidget):
     """The last error, shown in the widget; empty when all is well."""
 
     _front_end = ""
+    _requests: ClassVar[frozenset[str]] = frozenset()  # the names of the @rpc methods (set per class)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._requests = cls._requests | {n for n, f in vars(cls).items() if getattr(f, "rpc_request", False)}
 
     def __init__(self, **kwargs):
         if self._front_end:
@@ -60,28 +117,44 @@ class RpcWidget(anywidget.AnyWidget):
         self.on_msg(self._on_rpc)
 
     def _show_error(self, where: str, e: BaseException) -> None:
-        log.error("%s failed: %s", where, "".join(traceback.format_exception(e)))
-        self.error = f"{where}: {type(e).__name__}: {e}"
+        message = clip(f"{type(e).__name__}: {e}")
+        log.error("%s failed: %s%s", where, "".join(traceback.format_tb(e.__traceback__)), message)
+        self.error = f"{where}: {message}"
+
+    def _say_update(self, problem: str | None) -> None:
+        if problem:
+            self.error = f"update: {clip(problem)}"
+        elif self.error.startswith("update:"):
+            self.error = ""
 
     def refresh_view(self) -> None:
         """Tell the front end its data changed."""
         self.generation += 1
 
     def _on_rpc(self, _widget, content, _buffers) -> None:
+        """Answers one request; every {type: "rpc"} message is answered, with an error if it is not one."""
         if not isinstance(content, dict) or content.get("type") != "rpc":
-            return
-        method, rid = content.get("method", ""), content.get("id")
-        fn = getattr(self, method, None)
+            return  # not a request: nothing waits for an answer
+        rid, method = _reply_id(content.get("id")), content.get("method")
+        where = method if isinstance(method, str) and method in self._requests else "request"
         try:
-            if not getattr(fn, "_rpc", False):
-                raise AttributeError(f"unknown request {method!r}")
-            result = fn(**(content.get("params") or {}))
+            result = self._request(method, content.get("params"))
             buffers = []
             if isinstance(result, tuple):
                 result, buffers = result
             self.send({"type": "rpc", "id": rid, "ok": True, "result": result}, buffers)
-            if self.error.startswith(f"{method}:"):
+            if self.error.startswith(f"{where}:"):
                 self.error = ""
         except Exception as e:  # noqa: BLE001 - the front end shows it
-            self._show_error(method, e)
-            self.send({"type": "rpc", "id": rid, "ok": False, "error": f"{type(e).__name__}: {e}"})
+            self._show_error(where, e)
+            self.send({"type": "rpc", "id": rid, "ok": False, "error": clip(f"{type(e).__name__}: {e}")})
+
+    def _request(self, method, params):
+        """Runs the request ``method`` (only an @rpc method's name is one) with ``params``."""
+        if not isinstance(method, str) or method not in self._requests:
+            raise AttributeError(f"unknown request {clip(repr(method), 100)}")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise TypeError(f"{method}: params must be an object, not {type(params).__name__}")
+        return getattr(self, method)(**params)

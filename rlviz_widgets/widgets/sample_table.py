@@ -8,9 +8,12 @@ import traitlets
 from rlviz_widgets._table_source import TableSource
 from rlviz_widgets.run.run import Run
 from rlviz_widgets.widgets._base import STATIC, RpcWidget, rpc, surface_errors
+from rlviz_widgets.widgets._validate import clip, valid_text, whole
 
 MAX_SELECTED = 5000
 MAX_PAGE = 500
+MAX_COLUMNS = 1000  # shown at once (each is in every page sent)
+MAX_SEARCH_CHARS = 10_000
 
 
 class SampleTable(RpcWidget):
@@ -45,6 +48,8 @@ class SampleTable(RpcWidget):
 
     where = traitlets.Unicode("").tag(sync=False)
     """A SQL condition over the samples columns restricting the rows (set by code, e.g. by RunView)."""
+
+    _browser_writes = dict.fromkeys(("sort_by", "sort_desc", "search", "selected_ids"))
 
     def __init__(self, data: Run | pd.DataFrame, columns: list[str] | None = None, **kwargs):
         """``data``: a run (or a set of runs) or a DataFrame; ``columns``: those shown, in order (default: the
@@ -114,10 +119,31 @@ class SampleTable(RpcWidget):
 
     @traitlets.validate("selected_ids")
     def _check_selected(self, proposal):
-        ids = list(dict.fromkeys(int(i) for i in proposal["value"]))
+        try:
+            ids = list(dict.fromkeys(whole(i, "selected_ids") for i in proposal["value"]))
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
         if len(ids) > MAX_SELECTED:
             raise traitlets.TraitError(f"at most {MAX_SELECTED} rows can be selected at once; got {len(ids)}")
         return ids
+
+    @traitlets.validate("columns")
+    def _check_columns(self, proposal):
+        shown = {}  # each column once, in the order first given
+        for c in proposal["value"]:
+            name = c.get("name")
+            if name not in self._source.kinds:
+                raise traitlets.TraitError(f"no column {clip(repr(name), 100)}")
+            shown.setdefault(name, c)
+        if len(shown) > MAX_COLUMNS:
+            raise traitlets.TraitError(f"at most {MAX_COLUMNS} columns at once; got {len(shown)}")
+        return list(shown.values())
+
+    @traitlets.validate("search")
+    def _check_search(self, proposal):
+        if len(proposal["value"]) > MAX_SEARCH_CHARS:
+            raise traitlets.TraitError(f"search: at most {MAX_SEARCH_CHARS:,} characters")
+        return valid_text(proposal["value"])  # a lone surrogate from the browser: no UTF-8 for the engine
 
     @traitlets.validate("where")
     def _check_where(self, proposal):
@@ -144,8 +170,8 @@ class SampleTable(RpcWidget):
 
     @rpc
     def rows(self, offset: int = 0, limit: int = 100):
-        limit = max(0, min(int(limit), MAX_PAGE))
-        offset = max(0, int(offset))  # the answer names where its rows start
+        limit = max(0, min(whole(limit, "limit"), MAX_PAGE))
+        offset = max(0, whole(offset, "offset"))  # the answer names where its rows start
         page = self._source.page(offset, limit, self.visible_columns, self.search, self.where,
                                  self.sort_by, self.sort_desc)
         page.update(generation=self.generation, total=self.row_count)
@@ -153,4 +179,6 @@ class SampleTable(RpcWidget):
 
     @rpc
     def cell(self, sample_id: int, column: str):
-        return {"text": self._source.cell(int(sample_id), column)}
+        if column not in self.visible_columns:  # (the browser is shown these; it asks for their full text)
+            raise KeyError(f"no column {clip(repr(column), 100)} is shown")
+        return {"text": self._source.cell(whole(sample_id, "sample_id"), column)}

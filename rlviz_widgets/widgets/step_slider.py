@@ -8,6 +8,14 @@ from collections.abc import Sequence
 import ipywidgets as W
 import traitlets
 
+from rlviz_widgets.widgets._base import BrowserState
+
+
+class _Slider(BrowserState, W.IntSlider):
+    """The slider itself: its view sets only its value (ipywidgets would take min, max or disabled too)."""
+
+    _browser_writes = {"value": None}
+
 
 class StepSlider(W.HBox):
     """A slider over the step values (uneven gaps kept); the browser gets a few numbers, never the list.
@@ -23,7 +31,7 @@ class StepSlider(W.HBox):
         self._values: list[int] = []
         self._by_value = True  # the slider's numbers are the steps themselves (else positions in _values)
         self._moving = False  # the slider is being set up: its own changes are not the user's
-        self._slider = W.IntSlider(min=0, max=0, continuous_update=False, description=description,
+        self._slider = _Slider(min=0, max=0, continuous_update=False, description=description,
                                    layout=W.Layout(flex="1 1 auto"))
         self._label = W.Label(layout=W.Layout(min_width="4em"))
         super().__init__([self._slider, self._label], layout=W.Layout(width=width, align_items="center"))

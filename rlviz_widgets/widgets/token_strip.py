@@ -10,6 +10,7 @@ import traitlets
 
 from rlviz_widgets.run.run import Run
 from rlviz_widgets.widgets._base import STATIC, RpcWidget, rpc, surface_errors
+from rlviz_widgets.widgets._validate import JS_SAFE_INT, clip, whole, whole_list
 
 MAX_SAMPLES = 64
 MAX_STRIP_TOKENS = 32_768  # tokens sent per answer, shared by its samples (a chip each: the page stays responsive)
@@ -62,6 +63,8 @@ class TokenStrip(RpcWidget):
 
     height = traitlets.Int(0).tag(sync=True)
     """Max height of the strips area in px (0: as tall as needed)."""
+
+    _browser_writes = dict.fromkeys(("pinned", "color_by", "scale_scope"))
 
     def __init__(self, run: Run, sample_ids: int | Iterable[int] = (), color_by: str | None = None,
                  scale_scope: str = "sample", **kwargs):
@@ -118,7 +121,23 @@ class TokenStrip(RpcWidget):
         ids = list(proposal["value"])
         if len(ids) > MAX_SAMPLES:
             raise traitlets.TraitError(f"at most {MAX_SAMPLES} samples at once; got {len(ids)}")
-        return ids
+        try:
+            return [whole(i, "sample_ids") for i in ids]
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
+
+    @traitlets.validate("pinned")
+    def _check_pinned(self, proposal):
+        pin = proposal["value"]
+        if pin is None:
+            return None
+        if set(pin) != {"sample_id", "position"}:
+            raise traitlets.TraitError(f"pinned: None or {{sample_id, position}}, not {clip(repr(pin), 100)}")
+        try:
+            return {"sample_id": whole(pin["sample_id"], "pinned.sample_id"),
+                    "position": whole(pin["position"], "pinned.position", 0, JS_SAFE_INT)}
+        except ValueError as e:
+            raise traitlets.TraitError(str(e)) from None
 
     @traitlets.observe("sample_ids")
     @surface_errors
@@ -172,5 +191,9 @@ class TokenStrip(RpcWidget):
 
     @rpc
     def domain(self, metric: str, scope: str, steps: list[int] | None = None):
+        if not isinstance(metric, str) or not isinstance(scope, str):
+            raise TypeError("domain: metric and scope are names")
+        if steps is not None:  # the steps of the shown samples: no more than there are samples
+            steps = sorted(set(whole_list(steps, "steps", MAX_SAMPLES)))
         lo, hi = self._run.token_domain(metric, scope, steps)
         return {"metric": metric, "lo": lo, "hi": hi}
