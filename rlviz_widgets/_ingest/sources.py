@@ -183,7 +183,7 @@ class _Walk:
             if not os.path.islink(child):
                 if link is not None:
                     self.via[child] = link
-                kept.append(child)
+                kept.append(d)
                 continue
             target = os.path.realpath(child)
             here = here or os.path.realpath(root)
@@ -195,8 +195,8 @@ class _Walk:
                 continue
             if not _within(target, self.home):  # (a link back into the source's tree leads to the source's files)
                 self.via[child] = child
-            kept.append(child)
-        return [os.path.basename(c) for c in kept]
+            kept.append(d)
+        return kept
 
     def _file(self, root: str, name: str, link: str | None) -> None:
         path = os.path.join(root, name)
