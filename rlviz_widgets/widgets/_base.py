@@ -143,7 +143,7 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
             if isinstance(result, tuple):
                 result, buffers = result
             self.send({"type": "rpc", "id": rid, "ok": True, "result": result}, buffers)
-            if self.error.startswith(f"{where}:"):
+            if self.error.startswith((f"{where}:", "request:")):  # (a malformed one's error is over too)
                 self.error = ""
         except Exception as e:  # noqa: BLE001 - the front end shows it
             self._show_error(where, e)

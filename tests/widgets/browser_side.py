@@ -12,7 +12,7 @@ class Browser:
 
     def __init__(self, widget):
         self.widget = widget
-        self.published: list[tuple[dict, list]] = []  # (data, buffers) of every comm message the kernel sent
+        self.published: list[tuple[dict, list]] = []  # (data, buffers) of the comm messages the kernel sent
         widget.comm.publish_msg = self._publish
         # ipywidgets' message handler catches what escapes (``_show_traceback``) and logs it: recorded here
         self.escaped: list[logging.LogRecord] = []
@@ -25,10 +25,10 @@ class Browser:
         self.published.append((data or {}, list(buffers or [])))
 
     def _deliver(self, data: dict, buffers=()) -> list[tuple[dict, list]]:
-        n = len(self.published)
+        self.published = []  # only the answers to the last message are kept (a fuzz run sends thousands)
         self.widget.comm.handle_msg({"content": {"comm_id": self.widget.comm.comm_id, "data": data},
                                      "buffers": list(buffers)})
-        return self.published[n:]
+        return self.published
 
     def custom(self, content) -> list[dict]:
         """Sends a custom message; returns the custom messages the kernel sent back."""
