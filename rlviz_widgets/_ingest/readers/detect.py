@@ -138,6 +138,32 @@ def _skeleton(text: str) -> dict | None:
 
 def detect(source, columns: dict | None = None) -> str:
     """The reader name for ``source`` (see the module docstring)."""
+    votes, unknown, names = _votes(source)
+    if len(votes) == 1:
+        return next(iter(votes))
+    if len(votes) > 1:
+        found = "; ".join(f"{fmt}: {len(ps)} file(s), e.g. {ps[0]}" for fmt, ps in sorted(votes.items()))
+        raise FormatError(f"these logs hold more than one format ({found}). Open one run's files at a time, "
+                          f"or force a reader with open_run(..., format={sorted(votes)[0]!r}) "
+                          f"(formats: {', '.join(DESCRIBE)}).")
+    if columns:
+        return "columns"
+    if unknown:
+        path, keys = unknown[0]
+        shown = ", ".join(keys[:20]) + (", ..." if len(keys) > 20 else "")
+        known = "\n".join(f"  format={k!r}: {v}" for k, v in DESCRIBE.items())
+        raise FormatError(f"cannot tell the format of these logs: the first record of {path} has the fields "
+                          f"[{shown}], which match none of the known dumps:\n{known}\n"
+                          f"Force one with open_run(..., format=...), or map your fields onto the common "
+                          f"columns: open_run(..., columns={{'response': 'completion', 'reward': 'score'}}).")
+    if len(names) == 1:  # nothing readable yet: the names decide
+        return next(iter(names))
+    return "rlb"  # empty or broken files: the RL Logging Board reader reports each problem
+
+
+def _votes(source) -> tuple[dict[str, list[Path]], list[tuple[Path, list[str]]], dict[str, list[Path]]]:
+    """(format -> the files whose first record says it, files whose first record no format knows (with its keys),
+    format -> the files whose names say it) of the sampled files."""
     files = resolve(source, SUFFIXES)
     named = named_files(source)
     votes: dict[str, list[Path]] = {}
@@ -162,32 +188,17 @@ def detect(source, columns: dict | None = None) -> str:
         rec = rec or first_record(path)
         if rec is None:
             continue
-        fmt = by_fields(rec)
-        if path.suffix == ".parquet":
-            fmt = "trl"  # named as TRL names them, or with its columns (others were passed over)
-        elif fmt == "trl":
-            fmt = None  # TRL writes Parquet; a JSON-lines file with these fields needs columns=
+        fmt = _vote(path, rec)
         if fmt is None:
             unknown.append((path, sorted(rec)))
         elif fmt != "meta":
             votes.setdefault(fmt, []).append(path)
-    if len(votes) == 1:
-        return next(iter(votes))
-    if len(votes) > 1:
-        found = "; ".join(f"{fmt}: {len(ps)} file(s), e.g. {ps[0]}" for fmt, ps in sorted(votes.items()))
-        raise FormatError(f"these logs hold more than one format ({found}). Open one run's files at a time, "
-                          f"or force a reader with open_run(..., format={sorted(votes)[0]!r}) "
-                          f"(formats: {', '.join(DESCRIBE)}).")
-    if columns:
-        return "columns"
-    if unknown:
-        path, keys = unknown[0]
-        shown = ", ".join(keys[:20]) + (", ..." if len(keys) > 20 else "")
-        known = "\n".join(f"  format={k!r}: {v}" for k, v in DESCRIBE.items())
-        raise FormatError(f"cannot tell the format of these logs: the first record of {path} has the fields "
-                          f"[{shown}], which match none of the known dumps:\n{known}\n"
-                          f"Force one with open_run(..., format=...), or map your fields onto the common "
-                          f"columns: open_run(..., columns={{'response': 'completion', 'reward': 'score'}}).")
-    if len(names) == 1:  # nothing readable yet: the names decide
-        return next(iter(names))
-    return "rlb"  # empty or broken files: the RL Logging Board reader reports each problem
+    return votes, unknown, names
+
+
+def _vote(path: Path, rec: dict) -> str | None:
+    """The format a sampled file's first record says (``by_fields``), as its suffix allows."""
+    if path.suffix == ".parquet":
+        return "trl"  # named as TRL names them, or with its columns (others were passed over)
+    fmt = by_fields(rec)
+    return None if fmt == "trl" else fmt  # TRL writes Parquet; a JSON-lines file with these fields needs columns=

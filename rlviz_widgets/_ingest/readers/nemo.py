@@ -38,15 +38,7 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
             schema.pop(f[c], None)
     schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
                    "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
-    c0 = "r.content->'$[0]'"
-    if "response" not in mapped:
-        ex["response"] = (f"CASE json_type({c0}) WHEN 'ARRAY' THEN {c0}->>'$[#-1]' "
-                          f"WHEN 'VARCHAR' THEN {c0}->>'$' END")
-    if "prompt" not in mapped:
-        ex["prompt"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 THEN array_to_string("
-                        f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
-    if "reward" not in mapped:
-        ex["reward"] = _unwrap(field_ref("rewards"))
+    _read_content(ex, mapped)
     n = "(r.input_lengths->'$[0]')::BIGINT"
     # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
     # generation log-prob that is not 0.0, which NeMo writes at every prompt position
@@ -81,6 +73,20 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
     if "advantage" in mapped:
         ex["advantage"] = json_number(_unwrap(field_ref(f["advantage"])))
     ex["advantage_raw"] = _unwrap(field_ref(f["advantage"])) if "advantage" in mapped else None
+
+
+def _read_content(ex: dict[str, str | None], mapped: set[str]) -> None:
+    """The prompt and response from ``content`` (the sample's messages, the response last), the reward from
+    ``rewards``; unless ``columns=`` maps them elsewhere."""
+    c0 = "r.content->'$[0]'"
+    if "response" not in mapped:
+        ex["response"] = (f"CASE json_type({c0}) WHEN 'ARRAY' THEN {c0}->>'$[#-1]' "
+                          f"WHEN 'VARCHAR' THEN {c0}->>'$' END")
+    if "prompt" not in mapped:
+        ex["prompt"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 THEN array_to_string("
+                        f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
+    if "reward" not in mapped:
+        ex["reward"] = _unwrap(field_ref("rewards"))
 
 
 NEMO = JsonlFormat(
