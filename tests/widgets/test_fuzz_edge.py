@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from browser_side import Browser
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+
+pytest.importorskip("hypothesis")  # the test extra has it (a bare `pip install . pytest` does not)
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import rlviz_widgets as rw
 from rlviz_widgets._synth import write_log
