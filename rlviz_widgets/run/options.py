@@ -8,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.readers import READERS
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN
+from rlviz_widgets._sql import ident, literal
 from rlviz_widgets._store import cache as cachemod
 
 _INT64 = np.iinfo(np.int64)  # steps are 64-bit integers: a farther end is as good as open; so is a cap past them
@@ -107,3 +109,45 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
     if lo is not None and hi is not None and float(lo) > float(hi):
         raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
     return (ends[0], ends[1])
+
+
+def warn_unused(options: OpenOptions, run, rel, problems: list) -> None:
+    """An OptionWarning for an option that kept nothing or changed nothing, once a run (``run``, its views ``rel``)
+    is open: it looked like a log without samples, or a prompt without a system prompt (a marker misspelt)."""
+    n = run.n_samples if rel.files.states else 0
+    parts = rel.parts()
+    lo, hi = options.steps
+    if (lo is not None or hi is not None) and rel.files.states and not n:
+        # only where the logs hold samples (an empty log, or a followed run before its first lines, is no news)
+        held, first, last = rel.execute(f"SELECT count(*), min(step), max(step) FROM "
+                                          f"({rel.samples_sql(parts)})").fetchall()[0] if parts else (0, 0, 0)
+        if held or run.skipped_lines:
+            span = f"; their steps run {first}..{last}" if held else ""
+            problemsmod.warn_option(f"steps=({lo}, {hi}) keeps no sample of these logs ({held + run.skipped_lines}"
+                                    f" samples of other steps{span})")
+    mapped = getattr(rel.reader, "columns", {})  # columns=: common name -> the logs' field
+    if mapped and rel.files.states:
+        cols = [c for c in mapped if c in run.columns and c not in ("sample_id", "line")]
+        listed = ", ".join(f"count({ident(c)})" for c in cols)
+        counts = rel.execute(f"SELECT {listed} FROM _samples_raw").fetchall()[0] if cols and n else []
+        empty = [c for c, k in zip(cols, counts) if not k]
+        if "step" in mapped and not n and any(p.kind == "missing_step" for p in problems):
+            empty.append("step")  # every record skipped for want of it (not kept out by a step range)
+        bad_type = {p.message.split(" is ", 1)[0] for p in problems if p.kind == "wrong_type"}
+        for c in empty:
+            lost = "every record was skipped" if c == "step" else f"{c} is empty"
+            if mapped[c] in bad_type:  # the field is there, its values are not of the kind (the LogWarning says)
+                problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, whose values are all of the "
+                                        f"wrong type (see the LogWarning): {lost}")
+            else:
+                problemsmod.warn_option(f"columns= maps {c!r} to {mapped[c]!r}, which no record holds a value "
+                                        f"of: {lost} (a misspelt field?)")
+    if rel.system_prompt_end and parts:
+        src = f"{rel.source_sql(parts, None, [])} s"
+        # the first prompt holding the marker ends the scan: only a marker no prompt holds reads them all
+        if not rel.execute(f"SELECT 1 FROM {src} WHERE contains(s.prompt, {literal(rel.system_prompt_end)}) "
+                             "LIMIT 1").fetchall():
+            prompts = rel.execute(f"SELECT count(s.prompt) FROM {src}").fetchall()[0][0]
+            if prompts:
+                problemsmod.warn_option(f"system_prompt_end={rel.system_prompt_end!r} occurs in none of the "
+                                        f"{prompts} prompts: they are kept whole")

@@ -11,15 +11,21 @@ from __future__ import annotations
 import contextlib
 import threading
 
+import duckdb
 import pandas as pd
 
+from rlviz_widgets._ingest.custom_columns import column_names
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._sql import literal
+from rlviz_widgets._store import leases
+from rlviz_widgets.run._db import Cursors
+from rlviz_widgets.run._queries import Frames
+from rlviz_widgets.run._views import NO_SAMPLES, NO_TOKENS, FileParts, NumsState, build_views
 from rlviz_widgets.run.options import OpenOptions
-from rlviz_widgets.run.run import Run, _connect_in_background, _settle
+from rlviz_widgets.run.run import Run
 
 
-class RunSet(Run):
+class RunSet(Frames):
     """Runs by name, e.g. ``RunSet({"baseline": run_a, "kl0.05": run_b})``, as one run.
 
     ``samples`` and ``rows()`` gain a ``run`` column, and ``run_steps`` is each run's ``steps`` with one. The
@@ -27,9 +33,7 @@ class RunSet(Run):
     (``histograms(..., by=("run",))`` splits them), ``tokens()``, ``files`` and ``problems`` are the runs'
     together (sample ids and files are each one run's: ``samples`` says which)."""
 
-    _NUMS_BY_FILE = False  # its number table is remade whole (each run's files are numbered on their own)
-
-    def __init__(self, runs: dict[str, Run]):  # not super().__init__: that would open logs again
+    def __init__(self, runs: dict[str, Run]):
         if not runs:
             raise ValueError("RunSet needs at least one run")
         self.runs = dict(runs)
@@ -45,23 +49,8 @@ class RunSet(Run):
             raise ValueError(f"runs {next(iter(self.runs))!r} and {other[0]!r} use different cache dirs "
                              f"({first.cache_root} and {other[1].cache_root}): sample ids are numbered per cache "
                              "dir, so a set's runs must share one; open them with the same cache_dir")
-        self._db_future = _connect_in_background()
-        self._pending: list[Problem] = []
-        self._removed: dict = {}
-        self._column_names: dict[str, str] = {}  # the set's own: two runs' keys may collide where one's do not
-        self._names_file = None  # (not kept for a next open: a set is made of runs, not opened from logs)
-        self._steps_cache = None
-        self._where_checked: tuple = (None, "")  # as a run's (``Run._condition``)
-        self.generation = 0
-        self._init_token_sources()
-        self._seen = {name: r.generation for name, r in self.runs.items()}  # the runs' data the views show
-        self._rebuilding = threading.local()  # .on: this thread is remaking the set's views (``_sync``)
-        try:
-            self._merge()
-            self._build_views()
-        except BaseException:
-            _settle(self._db_future)
-            raise
+        self._rel = SetViews(self.runs, self.cache_root, owner=self)
+        self._forget()
 
     @classmethod
     def open(cls, sources: dict, options: OpenOptions | None = None, **kwargs) -> RunSet:
@@ -76,34 +65,10 @@ class RunSet(Run):
         return cls({str(name): src if isinstance(src, Run) else Run.with_options(src, options)
                     for name, src in sources.items()})
 
-    def _merge(self) -> None:
-        # new dicts, swapped in whole: a query in another thread never reads them half made
-        owner: dict[int, str] = {}
-        file_no, states, caches = {}, {}, {}
-        paths: dict[int, str] = {}
-        for name, r in self.runs.items():
-            for p, n in r._file_no.items():
-                if n in owner and owner[n] != name:
-                    if paths[n] == p:  # sample ids are per file: one file cannot be in two runs of a set
-                        raise ValueError(f"runs {owner[n]!r} and {name!r} both read {p}: a RunSet holds runs of "
-                                         "different log files (to compare options on the same logs, compare the "
-                                         "two runs' frames)")
-                    raise ValueError(f"runs {owner[n]!r} and {name!r} number their files alike ({paths[n]} and "
-                                     f"{p}): open them with the same cache_dir")
-                owner[n], paths[n] = name, p
-            file_no.update(r._file_no)
-            states.update(r._states)
-            caches.update(r._caches)
-        self._owner, self._file_no, self._states, self._caches = owner, file_no, states, caches
-        self._paths = {n: p for p, n in self._file_no.items()}
-        # the runs' token files as of now, kept for the set's cursors: a run refreshed meanwhile names its new
-        # ones otherwise, and the set's views name these until the set follows (``_sync``)
-        self._token_runs = [r for r in self.runs.values() if r._token_fields()]
-        self._token_sources = [r._token_source() for r in self._token_runs]
-        self._extras()  # custom fields named over every run's keys at once, before any run's SQL asks
-
-    def _own_renames(self) -> frozenset[str]:
-        return frozenset().union(*(r._own_renames() for r in self.runs.values()))
+    @property
+    def generation(self) -> int:
+        """Bumped whenever the set's data changes (a run's new lines, new files)."""
+        return self._rel.builds - 1
 
     def refresh(self) -> bool:
         """Every run reads what is new; True if anything changed. A run whose refresh fails (a disk full, a
@@ -115,14 +80,84 @@ class RunSet(Run):
                 changed = r.refresh() or changed
             except Exception as e:  # noqa: BLE001 - raised below, after the others
                 failed.append((name, e))
-        synced = self._sync()
+        synced = self._rel.follow()
         if failed:
             name, e = failed[0]
             others = f"; {len(failed) - 1} more run(s) failed too" if len(failed) > 1 else ""
             raise _naming(e, f"(refreshing run {name!r} of the set; the other runs were refreshed{others})")
         return synced or changed
 
-    def _sync(self) -> bool:
+    @property
+    def run_steps(self) -> pd.DataFrame:
+        """Each run's steps frame, with a ``run`` column."""
+        frames = [r.steps.assign(run=name) for name, r in self.runs.items()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def summary(self) -> str:
+        return "\n".join(f"[{name}] " + r.summary() for name, r in self.runs.items())
+
+
+Run.register(RunSet)  # widgets take a set wherever they take a run (``isinstance(x, Run)``)
+
+
+class SetViews:
+    """The set's relations (``_queries.Relations``): the union of its runs' SQL, over their files merged."""
+
+    def __init__(self, runs: dict[str, Run], cache_root, owner: object):
+        self.runs = runs
+        self.files = FileParts()
+        self.nums = NumsState()
+        self.builds = 0
+        self.column_names: dict[str, str] = {}  # the set's own: two runs' keys may collide where one's do not
+        lock = threading.RLock()
+        self.cursors = Cursors(self._register_all, lock, before=lambda: self.follow())  # late bound: patchable
+        self.lease = leases.Lease(cache_root, owner)  # the parts the views read: not deleted under them
+        self._seen = {name: r.generation for name, r in runs.items()}  # the runs' data the views show
+        self._rebuilding = threading.local()  # .on: this thread is remaking the set's views (``follow``)
+        try:
+            self._merge()
+            self.build()
+        except BaseException:
+            self.cursors.settle()
+            raise
+
+    def _merge(self) -> None:
+        # new dicts, swapped in whole: a query in another thread never reads them half made
+        owner: dict[int, str] = {}
+        file_no, states, caches = {}, {}, {}
+        paths: dict[int, str] = {}
+        for name, r in self.runs.items():
+            files = r.relations.files
+            for p, n in files.file_no.items():
+                if n in owner and owner[n] != name:
+                    if paths[n] == p:  # sample ids are per file: one file cannot be in two runs of a set
+                        raise ValueError(f"runs {owner[n]!r} and {name!r} both read {p}: a RunSet holds runs of "
+                                         "different log files (to compare options on the same logs, compare the "
+                                         "two runs' frames)")
+                    raise ValueError(f"runs {owner[n]!r} and {name!r} number their files alike ({paths[n]} and "
+                                     f"{p}): open them with the same cache_dir")
+                owner[n], paths[n] = name, p
+            file_no.update(files.file_no)
+            states.update(files.states)
+            caches.update(files.caches)
+        merged = FileParts()
+        merged.file_no, merged.states, merged.caches = file_no, states, caches
+        self._owner, self.files = owner, merged
+        # the runs' token files as of now, kept for the set's cursors: a run refreshed meanwhile names its new
+        # ones otherwise, and the set's views name these until the set follows (``follow``)
+        self._token_runs = [r.relations for r in self.runs.values() if r.relations.token_fields()]
+        self._token_sources = [rel.tokens.source() for rel in self._token_runs]
+        self.names()  # custom fields named over every run's keys at once, before any run's SQL asks
+
+    def build(self) -> None:
+        with self.cursors.lock:  # no cursor is made meanwhile: each has the files its views name
+            self.cursors.register_again()
+            self.lease.hold(p for _, p in self.files.parts())
+            # its number table is remade whole (each run's files are numbered on their own)
+            build_views(self.cursors.cursor(), self, self.nums, {}, by_file=False)
+            self.builds += 1
+
+    def follow(self) -> bool:
         """Follow the runs: one refreshed on its own (a view following it) changed its parts and token files,
         which the set's views name. True if the views were remade.
 
@@ -134,51 +169,53 @@ class RunSet(Run):
         if all(r.generation == self._seen[name] for name, r in self.runs.items()):
             return False
         with contextlib.ExitStack() as held:
-            held.enter_context(self._token_lock)
+            held.enter_context(self.cursors.lock)
             for r in self.runs.values():
-                held.enter_context(r._token_lock)
+                held.enter_context(r.relations.tokens.lock)
             seen = {name: r.generation for name, r in self.runs.items()}
             if seen == self._seen:
                 return False
             self._rebuilding.on = True
             try:
                 self._merge()
-                self._build_views()
+                self.build()
             finally:
                 self._rebuilding.on = False
-            self._steps_cache = None
             self._seen = seen
-            self.generation += 1
         return True
 
-    # what a query is made of (a cursor, the parts, cached frames) is asked for through these: each follows the runs
-    def _cursor(self):
-        self._sync()
-        return super()._cursor()
+    # -- what the queries read (``_queries.Relations``) ----------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.cursors.cursor()
 
-    def _parts(self, file_nos=None):
-        self._sync()
-        return super()._parts(file_nos)
+    def execute(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
+        return self.cursors.execute(query, params)
 
-    @property
-    def steps(self) -> pd.DataFrame:
-        self._sync()
-        return Run.steps.fget(self)
+    def parts(self, file_nos=None) -> list[tuple[int, str]]:
+        self.follow()
+        return self.files.parts(file_nos)
 
-    @property
-    def files(self) -> pd.DataFrame:
-        self._sync()
-        return Run.files.fget(self)
-
-    def _file_states(self) -> dict:
+    def file_states(self) -> dict:
         # the runs' own, not those merged when the views were last made: a run that read only lines it skips (a
         # cap, a step range) changed its files' counts, not its data (no new generation, no merge)
-        self._sync()
-        return {p: st for r in self.runs.values() for p, st in r._file_states().items()}
+        self.follow()
+        return {p: st for r in self.runs.values() for p, st in r.relations.file_states().items()}
 
-    def token_domain(self, *args, **kwargs):
-        self._sync()
-        return super().token_domain(*args, **kwargs)
+    def token_fields(self) -> list[str]:
+        return list(dict.fromkeys(f for r in self.runs.values() for f in r.relations.token_fields()))
+
+    def leaves_samples_out(self) -> bool:
+        return any(r.relations.leaves_samples_out() for r in self.runs.values())
+
+    def names(self) -> dict[str, str]:
+        column_names(self.files.custom_keys(), self.column_names)
+        return self.column_names
+
+    def problems(self) -> list[Problem]:
+        # fields renamed in the set (its runs' keys together), not as each run alone named them
+        own = [p for r in self.runs.values() for p in r.relations.problems() if p.kind != "renamed_field"]
+        renames = frozenset().union(*(r.relations.reader.own_renames for r in self.runs.values()))
+        return own + self.files.renamed(self.names(), renames)
 
     # -- SQL: the union of the runs' own --------------------------------------------------------
     def _split(self, parts, lines=None):
@@ -189,64 +226,47 @@ class RunSet(Run):
             sub = None if lines is None else {n: v for n, v in lines.items() if self._owner.get(n) == name}
             if sub is not None and not sub:
                 continue
-            yield name, r, mine, sub
+            yield name, r.relations, mine, sub
 
-    def _samples_sql(self, parts, where: str = "", lines=None) -> str:
+    def samples_sql(self, parts, where: str = "", lines=None) -> str:
         selects = [
-            f"SELECT {literal(name)} AS run, * FROM ({r._samples_sql(mine, lines=sub, names=self._column_names)})"
-            for name, r, mine, sub in self._split(parts, lines)]
+            f"SELECT {literal(name)} AS run, * FROM ({rel.samples_sql(mine, lines=sub, names=self.column_names)})"
+            for name, rel, mine, sub in self._split(parts, lines)]
         if not selects:
-            return Run._samples_sql(self, [], where)
+            return NO_SAMPLES
         # the runs read may lack some of the set's optional or custom columns: empty there
-        extra = ["run", *self._optional(), *(c for _, c in self._extras())]
-        nulls = ", ".join(f'NULL::{self._type_of(c)} AS "{c}"' for c in extra)
+        extra = ["run", *self.files.optional(), *(self.names()[k] for k in self.files.custom_keys())]
+        nulls = ", ".join(f'NULL::{self.nums.type_of(c)} AS "{c}"' for c in extra)
         selects.append(f"SELECT {nulls} WHERE false")
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
-    def _leaves_samples_out(self) -> bool:
-        return any(r._leaves_samples_out() for r in self.runs.values())
-
-    def _samples_raw_sql(self) -> str:
-        selects = [f"SELECT {literal(name)} AS run, * FROM ({r._samples_raw_sql(self._column_names)})"
+    def samples_raw_sql(self) -> str:
+        selects = [f"SELECT {literal(name)} AS run, * FROM ({r.relations.samples_raw_sql(self.column_names)})"
                    for name, r in self.runs.items()]
         return " UNION ALL BY NAME ".join(selects)
 
-    def _tokens_sql(self, parts, lines=None, limit=None) -> str:
-        selects = [f"SELECT * FROM ({r._tokens_sql(mine, sub, limit)})" for _, r, mine, sub in self._split(parts, lines)
-                   if r._token_fields()]
-        return " UNION ALL BY NAME ".join(selects) if selects else Run._tokens_sql(self, [], None)
+    def tokens_sql(self, parts, lines=None, limit=None) -> str:
+        selects = [f"SELECT * FROM ({rel.tokens_sql(mine, sub, limit)})" for _, rel, mine, sub
+                   in self._split(parts, lines) if rel.token_fields()]
+        return " UNION ALL BY NAME ".join(selects) if selects else NO_TOKENS
 
-    def _register_tokens(self, cur, parts=None, lines=None) -> None:
+    def _register_all(self, cur) -> None:
+        self.register_tokens(cur)
+
+    def register_tokens(self, cur, parts=None, lines=None) -> None:
         if lines is None:  # the view's source: each run's every part, as the set's views name them
             for name, source in self._token_sources:
                 cur.register(name, source)
             return
-        for _, r, mine, sub in self._split(parts, lines):
-            r._register_tokens(cur, mine, sub)
+        for _, rel, mine, sub in self._split(parts, lines):
+            rel.register_tokens(cur, mine, sub)
 
-    def _map_token_files(self) -> None:
+    def map_token_files(self) -> None:
         for r in self.runs.values():
-            r._map_token_files()
-        with self._token_lock:
-            self._token_sources = [(n, r._token_source()[1] if n == r._token_relation() else src)
-                                   for (n, src), r in zip(self._token_sources, self._token_runs)]
-
-    def _token_fields(self) -> list[str]:
-        return list(dict.fromkeys(f for r in self.runs.values() for f in r._token_fields()))
-
-    def _all_problems(self) -> list[Problem]:
-        # fields renamed in the set (its runs' keys together), not as each run alone named them
-        own = [p for r in self.runs.values() for p in r._all_problems() if p.kind != "renamed_field"]
-        return own + self._renamed()
-
-    @property
-    def run_steps(self) -> pd.DataFrame:
-        """Each run's steps frame, with a ``run`` column."""
-        frames = [r.steps.assign(run=name) for name, r in self.runs.items()]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-    def summary(self) -> str:
-        return "\n".join(f"[{name}] " + r.summary() for name, r in self.runs.items())
+            r.relations.map_token_files()
+        with self.cursors.lock:
+            self._token_sources = [(n, rel.tokens.source()[1] if n == rel.tokens.relation() else src)
+                                   for (n, src), rel in zip(self._token_sources, self._token_runs)]
 
 
 def _naming(e: BaseException, text: str) -> BaseException:

@@ -17,7 +17,7 @@ from rlviz_widgets._ingest import lines
 from rlviz_widgets._ingest.readers.jsonl import triage as rlb
 from rlviz_widgets._ingest.sources import resolve
 from rlviz_widgets._synth import make_record, write_log
-from rlviz_widgets.run import run as runmod
+from rlviz_widgets.run import _sync as runmod
 
 
 @pytest.fixture

@@ -230,7 +230,7 @@ def test_tokens_rows_and_derived_metrics(synth):
     one = run.tokens(int(ids[0]))
     assert one["sample_id"].unique().tolist() == [ids[0]]
     assert len(run.tokens([])) == 0 and list(run.tokens([]).columns) == list(t.columns)  # no rows, the same columns
-    assert list(run._tokens([10 ** 15]).columns) == list(t.columns)  # a view's id the run let go: no rows
+    assert list(run.held_tokens([10 ** 15]).columns) == list(t.columns)  # a view's id the run let go: no rows
 
 
 def test_reductions_with_samples_lacking_token_arrays(open_run, tmp_path):
@@ -339,7 +339,7 @@ def test_after_last_is_rfind():
 
     import duckdb
 
-    from rlviz_widgets.run.run import _after_last
+    from rlviz_widgets.run._views import after_last as _after_last
 
     rng, con = random.Random(5), duckdb.connect()
     for _ in range(300):
@@ -460,7 +460,7 @@ def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
     held = part.samples["sample_id"].tolist()
     assert len(held) == 4 and set(held) < set(ids)
     # the first file of a cache is number 1, not 0: no sample id is a bare line number (a row position passed)
-    assert min(ids) > rlviz_widgets.run.run.ID_STRIDE
+    assert min(ids) > rlviz_widgets.run._views.ID_STRIDE
     with pytest.raises(KeyError, match="not samples of this run: 3 "):
         whole.tokens(3)
     # asked by the user: an id the run does not hold is a KeyError naming it (it was left out in silence)
@@ -471,11 +471,11 @@ def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
             call([held[0], 3])  # a row position where an id was due
     assert part.rows(held[::-1])["sample_id"].tolist() == held[::-1]
     # a view's ids (kept while its run changed): the run's are given, the others left out
-    assert part._rows(ids)["sample_id"].tolist() == held
-    assert sorted(set(part._tokens(ids)["sample_id"])) == held
+    assert part.held_rows(ids)["sample_id"].tolist() == held
+    assert sorted(set(part.held_tokens(ids)["sample_id"])) == held
     assert [a["sample_id"] for a in part.token_arrays(ids[::-1])] == held[::-1]
     rs = rlviz_widgets.RunSet({"part": part})
-    assert rs._rows(ids)["sample_id"].tolist() == rs.samples["sample_id"].tolist()
+    assert rs.held_rows(ids)["sample_id"].tolist() == rs.samples["sample_id"].tolist()
     with pytest.raises(KeyError, match="not samples of this run"):
         rs.rows(ids)
     strip = rlviz_widgets.TokenStrip(part, [held[0], ids[0]])
@@ -483,7 +483,7 @@ def test_tokens_and_rows_hold_only_the_runs_samples(synth_logs, tmp_path):
     for huge in (2**63, 2**64):  # past a BIGINT: DuckDB's ConversionException escaped (from a view's selection too)
         with pytest.raises(KeyError, match=f"not samples of this run: {huge} "):
             part.tokens([huge])
-        assert part._rows([held[0], huge])["sample_id"].tolist() == [held[0]]
+        assert part.held_rows([held[0], huge])["sample_id"].tolist() == [held[0]]
     strip.sample_ids = held[:2]
     assert strip.error == "" and sorted(set(strip.tokens["sample_id"])) == held[:2]
 
@@ -758,7 +758,7 @@ def test_sql_cannot_write_into_the_log_folder_by_a_comment_or_a_setting(tmp_path
         with pytest.raises(ValueError, match="not (CALL enable_logging|PRAGMA enable_profiling) statements"):
             run.sql(query)
     with pytest.raises(duckdb.Error, match="configuration"):  # and the settings are locked (DuckDB 2.0: so is
-        run._db.execute("SET threads = 1")  # enable_logging, which DuckDB 1.5 lets by)
+        run.relations.cursors.db.execute("SET threads = 1")  # enable_logging, which DuckDB 1.5 lets by)
     # a pragma that runs SQL of its own: import_database runs a folder's schema.sql and load.sql
     exported = tmp_path / "exported"
     exported.mkdir()

@@ -6,7 +6,7 @@ import pytest
 
 import rlviz_widgets as rw
 from rlviz_widgets._synth import write_log
-from rlviz_widgets.run.runset import RunSet
+from rlviz_widgets.run.runset import RunSet, SetViews
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_a_sets_cursors_always_match_its_views(tmp_path, open_run, monkeypatch):
     log = next((tmp_path / "a").glob("*.jsonl"))
     with open(log, "a") as f:
         f.write(log.read_text().splitlines()[0] + "\n")
-    monkeypatch.setattr(RunSet, "_sync", lambda self: False)  # the set has not followed yet (another thread's turn)
+    monkeypatch.setattr(SetViews, "follow", lambda self: False)  # the set has not followed yet (another thread's turn)
     assert a.refresh()
     assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before  # the set's views, as they were
     monkeypatch.undo()

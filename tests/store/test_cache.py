@@ -148,7 +148,7 @@ def test_grown_file_reads_only_new_lines(synth_logs, open_run, cache_dir, spy, t
     now = parts(cache_dir)
     assert {k: now[k] for k in old_parts} == old_parts  # the old parts are kept as they were (the grown file's
     # is retired: its new lines' part was merged with it into one, so re-opens of a growing log keep few parts)
-    assert [len(run._states[str(f.resolve())].parts) for f in files] == [1, 1]
+    assert [len(run.relations.files.states[str(f.resolve())].parts) for f in files] == [1, 1]
     assert len(now) == len(old_parts) + 2
     assert run.step_values == [0, 1, 2] and run.steps["samples"].tolist() == [6, 6, 4]
     assert_same_as_fresh(run, folder, tmp_path)
@@ -831,11 +831,11 @@ def test_a_token_query_by_step_opens_only_the_parts_holding_that_step(tmp_path, 
     write_log(tmp_path / "logs", steps=6, samples_per_step=8, tokens=30, ranks=1)
     run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)
     run.sql("SELECT 1")  # the token dataset is made for the cursor
-    (state,) = run._states.values()
+    (state,) = run.relations.files.states.values()
     assert len(state.part_steps) == len(state.parts) > 3
     step = 3
     holding = [lo <= step <= hi for lo, hi in state.part_steps].count(True)
-    opened = [f.path for f in run._token_parts.get_fragments(filter=pc.field("step") == step)]
+    opened = [f.path for f in run.relations.tokens.dataset.get_fragments(filter=pc.field("step") == step)]
     assert 0 < len(opened) == holding < len(state.parts)
     got = run.sql(f"SELECT count(*) AS n FROM tokens WHERE step = {step}")["n"].iloc[0]
     assert got == run.samples.query("step == @step")["n_tokens"].sum() > 0
@@ -853,12 +853,12 @@ def test_queries_over_every_token_follow_new_lines_on_both_scan_paths(tmp_path):
 
     def both() -> tuple:
         mapped = run.sql(query).iloc[0]
-        assert run._token_table is not None  # the mapped table answered
-        run._token_table, kept = None, run._token_table  # a cursor made now gets the dataset instead
+        assert run.relations.tokens.table is not None  # the mapped table answered
+        run.relations.tokens.table, kept = None, run.relations.tokens.table  # a cursor made now gets the dataset instead
         try:
             scanned = run.con.execute(query).df().iloc[0]
         finally:
-            run._token_table = kept
+            run.relations.tokens.table = kept
         assert mapped["n"] == scanned["n"] and mapped["kl"] == pytest.approx(scanned["kl"])
         return int(mapped["n"]), float(mapped["kl"])
 
@@ -867,7 +867,7 @@ def test_queries_over_every_token_follow_new_lines_on_both_scan_paths(tmp_path):
     with open(path, "a") as f:
         f.write("".join(json.dumps(r) + "\n" for r in more))
     assert run.refresh()
-    assert run._token_table is None  # new parts: mapped again on the next query
+    assert run.relations.tokens.table is None  # new parts: mapped again on the next query
     n_both, _ = both()
     assert n_both == n_first + sum(len(r["response_tokens"]) for r in more)
 
@@ -886,7 +886,7 @@ def test_a_rebuild_removes_this_logs_cache_from_earlier_package_versions(tmp_pat
     monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
     run = rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)  # rebuilt under the new version
     after = {p.name for p in (cache / "files").iterdir()}
-    old0 = cachemod.FileCache._folder(cache.resolve(), rank0.resolve(), run._reader.name, cachemod.CACHE_VERSION - 1)
+    old0 = cachemod.FileCache._folder(cache.resolve(), rank0.resolve(), run.relations.reader.name, cachemod.CACHE_VERSION - 1)
     assert old0.name in before and old0.name not in after
     assert len(after) == 2 and len(after & before) == 1  # rank1's cache is untouched, rank0 has a new one
     assert run.n_samples == 4
@@ -1112,7 +1112,7 @@ def test_a_followed_log_keeps_few_parts(tmp_path, monkeypatch):
         with open(path, "a") as f:
             f.write(json.dumps(r) + "\n")
         assert run.refresh()
-    state = next(iter(run._states.values()))
+    state = next(iter(run.relations.files.states.values()))
     assert len(state.parts) <= 6 and len(state.retired) > 50
     assert run.samples.sort_values("line")["reward"].tolist() == pytest.approx([r["reward"] for r in recs])
     assert_same_as_fresh(run, path.parent, tmp_path)
@@ -1123,8 +1123,8 @@ def test_a_followed_log_keeps_few_parts(tmp_path, monkeypatch):
     with open(path, "a") as f:
         f.write(json.dumps(records(1, 1)[0]) + "\n")
     assert run.refresh()
-    state = next(iter(run._states.values()))
-    cache_files = {p.name for p in run._caches[str(path.resolve())].dir.glob("part-*")}
+    state = next(iter(run.relations.files.states.values()))
+    cache_files = {p.name for p in run.relations.files.caches[str(path.resolve())].dir.glob("part-*")}
     assert len(state.retired) <= 6  # only what this refresh merged away: the older ones are deleted
     assert cache_files == {f"part-{p}{s}" for p in state.parts for s in (".parquet", ".arrow")} | {
         f"part-{p}{s}" for p, _ in state.retired for s in (".parquet", ".arrow")}
@@ -1230,7 +1230,7 @@ def test_merged_parts_with_a_field_of_two_types(tmp_path):
         with open(path, "a") as f:
             f.write(json.dumps(dict(r, **extra)) + "\n")
         assert run.refresh()
-    state = next(iter(run._states.values()))
+    state = next(iter(run.relations.files.states.values()))
     assert len(state.parts) < 6
     s = run.samples.sort_values("line")
     assert s["tag"].tolist() == ["1.5", "x", "2.0", "x", "2.0", "x"] and s["only2"].tolist()[2] == 2
@@ -1248,7 +1248,7 @@ def test_retired_parts_of_a_log_left_alone_are_deleted(tmp_path, monkeypatch):
     rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
     path.write_text("".join(json.dumps(r) + "\n" for r in records(1, 3, seed=8)))
     run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
-    folder = run._caches[str(path.resolve())].dir
+    folder = run.relations.files.caches[str(path.resolve())].dir
     assert len(list(folder.glob("part-*"))) == 4  # the new part and the retired one, each .parquet + .arrow
     monkeypatch.setattr(cachemod, "RETIRED_GRACE_S", 0.0)
     again = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
@@ -1274,15 +1274,15 @@ def test_a_run_never_refreshed_keeps_its_parts_while_it_lives(tmp_path, monkeypa
             f.write(json.dumps(r) + "\n")
         assert followed.refresh()
     assert plain.n_samples == len(plain.samples) == 1 and len(plain.tokens(plain.samples["sample_id"])) > 0
-    folder = followed._caches[str(path.resolve())].dir
-    plain_part = {f"part-{p}.parquet" for p in plain._states[str(path.resolve())].parts}
+    folder = followed.relations.files.caches[str(path.resolve())].dir
+    plain_part = {f"part-{p}.parquet" for p in plain.relations.files.states[str(path.resolve())].parts}
     assert plain_part <= {f.name for f in folder.glob("part-*")}
     del plain
     gc.collect()
     with open(path, "a") as f:
         f.write(json.dumps(records(1, 1)[0]) + "\n")
     assert followed.refresh() and followed.n_samples == 7
-    state = followed._states[str(path.resolve())]
+    state = followed.relations.files.states[str(path.resolve())]
     assert not plain_part & {f.name for f in folder.glob("part-*")}  # gone with the Run that read it
     assert {f.name for f in folder.glob("part-*.parquet")} == {f"part-{p}.parquet" for p in state.parts} | {
         f"part-{p}.parquet" for p, _ in state.retired}
@@ -1296,7 +1296,7 @@ def test_a_lease_of_a_dead_process_holds_nothing(tmp_path, monkeypatch):
     path.parent.mkdir()
     path.write_text(json.dumps(records(0, 1)[0]) + "\n")
     run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
-    part = run._parts()[0][1]
+    part = run.relations.parts()[0][1]
     dead = tmp_path / "cache" / "leases" / "dead.json"
     dead.write_text(json.dumps({"host": leases._HOST, "pid": 2 ** 22 + 12345, "parts": [leases.key(part)]}))
     other_host = tmp_path / "cache" / "leases" / "elsewhere.json"
@@ -1317,7 +1317,7 @@ def test_parts_of_a_killed_refresh_are_collected(tmp_path, monkeypatch):
     path.parent.mkdir()
     path.write_text("".join(json.dumps(r) + "\n" for r in records(0, 3)))
     run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
-    folder = run._caches[str(path.resolve())].dir
+    folder = run.relations.files.caches[str(path.resolve())].dir
     real_save = cachemod.FileCache.save
 
     def killed(self, state):
@@ -1340,14 +1340,14 @@ def test_parts_of_a_killed_refresh_are_collected(tmp_path, monkeypatch):
         f.write(json.dumps(records(9, 1)[0]) + "\n")
     again = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
     assert again.n_samples == 7
-    state = again._states[str(path.resolve())]
+    state = again.relations.files.states[str(path.resolve())]
     on_disk = {f.name for f in folder.glob("part-*.parquet")}
     assert on_disk == {f"part-{p}.parquet" for p in state.parts} | {f"part-{p}.parquet" for p, _ in state.retired}
     again.refresh()
     with open(path, "a") as f:
         f.write(json.dumps(records(10, 1)[0]) + "\n")
     assert again.refresh()
-    state = again._states[str(path.resolve())]
+    state = again.relations.files.states[str(path.resolve())]
     assert {f.name for f in folder.glob("part-*.parquet")} <= {f"part-{p}.parquet" for p in state.parts} | {
         f"part-{p}.parquet" for p, _ in state.retired} and len(state.retired) <= 4
     assert not stale_tmp.exists()
@@ -1459,7 +1459,7 @@ def test_a_growing_log_opened_again_and_again_keeps_few_parts(tmp_path):
         with open(path, "a") as f:
             f.write(json.dumps(r) + "\n")
         run = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "cache", progress=False)
-    assert len(run._states[str(path.resolve())].parts) <= 6
+    assert len(run.relations.files.states[str(path.resolve())].parts) <= 6
     assert run.samples.sort_values("line")["reward"].tolist() == pytest.approx([r["reward"] for r in recs])
     assert_same_as_fresh(run, path.parent, tmp_path)
 
@@ -1472,14 +1472,14 @@ def test_a_refresh_swaps_the_runs_file_dicts_whole(tmp_path):
     logs = tmp_path / "logs"
     write_lines(logs / "r0.jsonl", records(0, 1))
     run = rlviz_widgets.open_run(logs, cache_dir=tmp_path / "cache", progress=False)
-    states, caches = run._states, run._caches
+    states, caches = run.relations.files.states, run.relations.files.caches
     seen = (dict(states), dict(caches))
     write_lines(logs / "r1.jsonl", records(1, 1, seed=1))
     (logs / "r0.jsonl").unlink()
     with pytest.warns(LogWarning, match="file_removed|gone"):
         assert run.refresh()
     assert (states, caches) == seen  # the dicts a query may be iterating are left as they were
-    assert list(run._states) == [str((logs / "r1.jsonl").resolve())] and run.n_samples == 1
+    assert list(run.relations.files.states) == [str((logs / "r1.jsonl").resolve())] and run.n_samples == 1
 
 
 def test_a_last_record_continued_between_plan_and_read(tmp_path, open_run, monkeypatch):
@@ -1514,7 +1514,7 @@ def test_close_releases_the_lease_and_a_with_block_closes(tmp_path):
 
     write_lines(tmp_path / "logs" / "r0.jsonl", records(0, 2))
     run = rlviz_widgets.open_run(tmp_path / "logs", cache_dir=tmp_path / "cache", progress=False)
-    assert leases.in_use(tmp_path / "cache") == {leases.key(p) for _, p in run._parts()}
+    assert leases.in_use(tmp_path / "cache") == {leases.key(p) for _, p in run.relations.parts()}
     run.close()
     assert leases.in_use(tmp_path / "cache") == set()
     # a with block closes it (there was no way but close())
@@ -1536,10 +1536,10 @@ def test_a_field_of_numbers_and_text_reads_alike_however_the_lines_fall_into_par
     for name, size in (("CHUNK_BYTES", 4000), ("FIRST_CHUNK_BYTES", 4000), ("LAST_CHUNK_BYTES", 2000)):
         monkeypatch.setattr(linereader, name, size)
     small = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "small", progress=False)
-    assert len(small._states[str(path.resolve())].parts) > 3
+    assert len(small.relations.files.states[str(path.resolve())].parts) > 3
     monkeypatch.undo()
     whole = rlviz_widgets.open_run(path.parent, cache_dir=tmp_path / "whole", progress=False)
-    assert len(whole._states[str(path.resolve())].parts) == 1
+    assert len(whole.relations.files.states[str(path.resolve())].parts) == 1
     expected = [repr(float(i)) for i in range(30)] + [f"t{i}" for i in range(30, 60)]
     assert frame(small)["score"].tolist() == frame(whole)["score"].tolist() == expected
     pd.testing.assert_frame_equal(frame(small), frame(whole))
@@ -1754,7 +1754,7 @@ def _followed(tmp_path, open_run, n=9):
         with open(path, "a") as f:
             f.write(json.dumps(r) + "\n")
         assert run.refresh()
-    (state,) = run._states.values()
+    (state,) = run.relations.files.states.values()
     assert len(state.parts) < n  # parts were merged
     return run, recs
 
@@ -1778,7 +1778,7 @@ def test_tokens_by_step_of_a_followed_log_on_a_cursor(tmp_path, open_run):
 
 
 @pytest.mark.parametrize("options", [{}, {"steps": (1, 6)}])
-def test_a_refresh_updates_the_number_table_by_what_changed(tmp_path, open_run, options):
+def test_a_refresh_updates_the_number_table_by_what_changed(tmp_path, open_run, options, monkeypatch):
     """A refresh rebuilt the in-memory numbers from every part (0.45 s at a million samples, for 16 new lines); it
     now reads only new parts, and a file's rows from the first line of a part that was merged or read again. After
     every kind of change the table is what a whole rebuild makes."""
@@ -1788,11 +1788,13 @@ def test_a_refresh_updates_the_number_table_by_what_changed(tmp_path, open_run, 
     write_lines(logs / "r1.jsonl", recs[6:12])
     run = open_run(logs, **options)
     used = []
-    real = run._update_nums
-    run._update_nums = lambda *a: used.append(real(*a)) or used[-1]
+    from rlviz_widgets.run import _views
+
+    real = _views._update_nums
+    monkeypatch.setattr(_views, "_update_nums", lambda *a: used.append(real(*a)) or used[-1])
 
     def check():
-        con = run._cursor()
+        con = run.cursor()
         nums = [r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nums)").fetchall()]
         cols = ", ".join(f'"{c}"' for c in nums)
         got = con.execute(f"SELECT {cols} FROM _nums ORDER BY sample_id").fetchall()

@@ -1,0 +1,447 @@
+"""The DuckDB views over a run's cache parts (``_samples_raw``, ``_nums``, ``samples``, ``tokens``), the SQL they are
+made of, and the names custom fields get as columns."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterable
+
+import duckdb
+
+from rlviz_widgets import _problems as problemsmod
+from rlviz_widgets._ingest.custom_columns import (
+    column_names,
+    extra_column,
+    listed_column,
+    load_names,
+    plain_column,
+    save_names,
+    stored_column,
+)
+from rlviz_widgets._ingest.metrics import per_token_sql
+from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN, non_scalar_message
+from rlviz_widgets._problems import Problem
+from rlviz_widgets._sql import literal
+from rlviz_widgets._store import cache as cachemod
+from rlviz_widgets._store import leases
+from rlviz_widgets.run._db import Cursors
+from rlviz_widgets.run._tokens import TokenFiles
+
+ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
+TOKEN_FIELDS = {  # stored list column -> tokens frame column
+    "tokens": "token", "logprobs": "logprob", "ref_logprobs": "ref_logprob",
+    "values": "value", "token_rewards": "token_reward",
+}
+TEXTS = ("prompt", "response", "ref_response", "ground_truth", "file")  # samples columns kept out of _nums
+NO_SAMPLES = ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
+              "NULL::DOUBLE reward, NULL::VARCHAR ref_response, NULL::DOUBLE ref_reward, "
+              "NULL::DOUBLE reward_gap, "
+              "NULL::VARCHAR ground_truth, NULL::BIGINT response_chars, NULL::INTEGER n_tokens, "
+              "NULL::DOUBLE log_ratio_mean, NULL::DOUBLE log_ratio_sum, NULL::DOUBLE kl_mean, "
+              "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
+              "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::BIGINT file_no "
+              "WHERE false")
+# AS: DuckDB before 2.0 reads a bare "position" as its POSITION(... IN ...)
+NO_TOKENS = ("SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS step, NULL::INTEGER AS position, "
+             "NULL::VARCHAR AS token WHERE false")
+
+
+def after_last(expr: str, marker: str) -> str:
+    """SQL: the text of ``expr`` after the last occurrence of ``marker`` (all of it without one).
+
+    ``string_split`` finds occurrences left to right without overlap (a regular expression was ~50x slower): the
+    last one may start up to ``len(marker) - 1`` characters later, overlapping the last found ("\\n\\n" in
+    "\\n\\n\\nQ"). It can only where the marker's last ``len(marker) - k`` characters are also its first, and the
+    text after the found one starts with the marker's last ``k`` (and one was found): those ``k`` are checked, the
+    largest first.
+    """
+    piece, n = f"string_split({expr}, {literal(marker)})[-1]", len(marker)
+    shifts = [k for k in range(n - 1, 0, -1) if marker[k:] == marker[:n - k]]
+    if not shifts:
+        return piece
+    cases = " ".join(f"WHEN starts_with({piece}, {literal(marker[n - k:])}) THEN substr({piece}, {k + 1})"
+                     for k in shifts)
+    return f"(CASE WHEN NOT contains({expr}, {literal(marker)}) THEN {expr} {cases} ELSE {piece} END)"
+
+
+def present_token_fields(states: Iterable) -> list[str]:
+    """The token arrays some file of ``states`` holds, in ``TOKEN_FIELDS`` order."""
+    present = {f for st in states for f in st.fields}
+    return [f for f in TOKEN_FIELDS if f in present]
+
+
+def tokens_sql(fields: list[str], relation: str, limit: int | None = None) -> str:
+    """One row per token of the token files registered as ``relation`` (``limit``: only the first that many
+    tokens of each sample, cut before unnesting)."""
+    cut = f"[1:{int(limit)}]" if limit is not None else ""
+    cols = ", ".join(f'r."{f}"{cut} AS "{f}"' for f in fields)
+    unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
+    lens = ", ".join(f'len(t."{f}")' for f in fields)
+    derived = ""
+    names = {TOKEN_FIELDS[f] for f in fields}
+    if {"logprob", "ref_logprob"} <= names:
+        derived = ", " + per_token_sql()
+    elif names & {"logprob", "ref_logprob"}:  # one of the two: its probability, still
+        derived = ", exp(logprob) AS prob" if "logprob" in names else ", exp(ref_logprob) AS ref_prob"
+    order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value"]
+    made = set(re.findall(r" AS (\w+)", derived))  # (names, not text: "logprob" is in "ref_logprob")
+    out = [c for c in order if c in names or c in made]
+    return f"""SELECT sample_id, step, position::INTEGER AS position, {', '.join(out)} FROM (
+        SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
+            SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
+                   unnest(range(greatest({lens}))) AS position, {unn}
+            FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {relation} r) t))"""
+
+
+class FileParts:
+    """What the views read of each log file: its number, state and cache (``file_no``, ``states``, ``caches``:
+    path -> each), and the problems of files as wholes; read by ``parts`` and the names of custom fields."""
+
+    def __init__(self):
+        self.file_no: dict[str, int] = {}
+        self.states: dict[str, cachemod.FileState] = {}
+        self.caches: dict[str, cachemod.FileCache] = {}
+        self.pending: list[Problem] = []  # problems of files as wholes: unreadable, unfinished, changing
+        self.removed: dict[str, Problem] = {}  # files gone since read (said in ``problems`` until they are back)
+        self._paths: dict[int, str] = {}
+
+    def parts(self, file_nos: Iterable[int] | dict[int, list[int]] | None = None) -> list[tuple[int, str]]:
+        """(file_no, parquet path) of every cache part, optionally only of some files.
+
+        Given ``{file_no: lines}``, only the parts holding those lines: a huge log has hundreds of
+        parts per file, and a page of rows should open one or two of them.
+        """
+        if isinstance(file_nos, dict):
+            out = []
+            for p, st in self.states.items():
+                lines = file_nos.get(self.file_no[p])
+                if not lines:
+                    continue
+                lo, hi = min(lines), max(lines)
+                paths = self.caches[p].part_paths(st)
+                for path, (first, last) in zip(paths, st.part_lines):  # one [first, last] per part
+                    if first <= hi and last >= lo and any(first <= x <= last for x in lines):
+                        out.append((self.file_no[p], path))
+            return out
+        wanted = None if file_nos is None else set(file_nos)
+        return [(self.file_no[p], part) for p, st in self.states.items()
+                if wanted is None or self.file_no[p] in wanted
+                for part in self.caches[p].part_paths(st)]
+
+    def part_steps(self) -> Iterable:
+        """Each part's steps, in the order of ``parts()``."""
+        return (s for st in self.states.values() for s in st.part_steps)
+
+    def part_lines(self) -> dict[int, dict[str, tuple[int, int]]]:
+        """file_no -> {cache part: its first and last line}."""
+        return {self.file_no[p]: {path: (int(lines[0]), int(lines[1]))
+                                  for path, lines in zip(self.caches[p].part_paths(st), st.part_lines)}
+                for p, st in self.states.items()}
+
+    def path_of(self, file_no: int) -> str:
+        if len(self._paths) != len(self.file_no):
+            self._paths = {n: p for p, n in self.file_no.items()}
+        return self._paths[file_no]
+
+    def custom_keys(self) -> list[str]:
+        """Every custom key, file by file, each file's by the line it first holds it (then by name): the same order
+        however the file was read (whole, in chunks, or grown and read on)."""
+        return list(dict.fromkeys(k for st in self.states.values()
+                                  for k, _ in sorted(st.columns, key=lambda c: (c[1], c[0]))))
+
+    def optional(self) -> list[str]:
+        """The optional common columns some record has."""
+        return [c for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self.states.values())]
+
+    def renamed(self, names: dict[str, str], own: frozenset[str]) -> list[Problem]:
+        """A custom field whose column (``names``) is not its cleaned name (a column of the run's own, or another
+        field, has that): where it first is. ``own``: fields the format writes beside a common column of their
+        name (``RLBReader.own_renames``)."""
+        out = []
+        for st in self.states.values():
+            for key, line in st.columns:
+                if key in own:
+                    continue
+                plain = plain_column(key)
+                if names[key] != extra_column(key):
+                    why = "its plain name is, or was, another field's"
+                elif extra_column(key) != plain:
+                    why = f"the run has a column {plain.lower()} of its own"
+                else:
+                    continue
+                out.append(Problem(st.path, line, "renamed_field",
+                                   f"field {problemsmod.short(key)!r} is kept as column {names[key]} ({why})"))
+        return out
+
+
+class NumsState:
+    """What the last views made: each samples column's SQL type, those ``_nums`` lacks, and the parts it holds."""
+
+    def __init__(self):
+        self.kinds: dict[str, str] = {}  # samples column -> SQL type, as of the last views made
+        self.not_in_nums: list[str] = []  # samples columns the in-memory numbers lack (texts, custom ones too)
+        self.made: tuple | None = None  # (kinds, FileParts.part_lines()) of the last _nums made
+
+    def type_of(self, column: str) -> str:
+        """A samples column's SQL type ("NULL" before the views are made)."""
+        return self.kinds.get(column, '"NULL"')
+
+
+def build_views(con: duckdb.DuckDBPyConnection, rel, nums: NumsState, part_lines: dict, by_file: bool) -> None:
+    """Make the views of ``rel`` (a ``RunViews`` or ``SetViews``) on ``con``; ``_nums`` brought up to date file by
+    file where ``by_file`` allows it (not for a set: its runs' files share numbers)."""
+    con.execute(f"CREATE OR REPLACE VIEW _samples_raw AS {rel.samples_raw_sql()}")
+    # the numbers are small: keep them in memory for fast sorting, paging and aggregates
+    kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _samples_raw)").fetchall())
+    nums.kinds = kinds
+    num_cols = [c for c, t in kinds.items() if c not in TEXTS and (not t.startswith("VARCHAR") or c == "run")]
+    if not (by_file and _update_nums(con, rel, nums.made, kinds, num_cols, part_lines)):
+        con.execute(f"""CREATE OR REPLACE TABLE _nums AS
+            SELECT {', '.join(f'"{c}"' for c in num_cols)} FROM _samples_raw""")
+    nums.made = (kinds, part_lines)
+    nums.not_in_nums = [c for c in kinds if c not in num_cols]
+    con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
+                "ORDER BY step, line, file_no")
+    con.execute(f"""CREATE OR REPLACE VIEW tokens AS
+        SELECT t.* FROM ({rel.tokens_sql(rel.parts())}) t SEMI JOIN _nums i ON t.sample_id = i.sample_id""")
+
+
+def _update_nums(con: duckdb.DuckDBPyConnection, rel, old: tuple | None, kinds: dict[str, str], nums: list[str],
+                 parts: dict[int, dict[str, tuple[int, int]]]) -> bool:
+    """Bring ``_nums`` up to ``parts`` (file_no -> {cache part: its first and last line}) reading only what
+    changed, where it can: a followed run's refresh read every part again (0.3 s a refresh at a million samples).
+    A file's new parts are added; where parts of a file were replaced (merged, or the file read again from its
+    start) or left, its rows from the first line they held on are taken out and read again from the parts
+    holding them now. False where only a whole rebuild will do: the first views, other columns, a per-step
+    cap (which samples are kept depends on every file)."""
+    if old is None or old[0] != kinds or rel.options.max_samples_per_step:
+        return False
+    before = old[1]
+    cut: dict[int, int] = {}  # file_no -> the first line whose rows are read again
+    for n, was in before.items():
+        now = parts.get(n, {})
+        gone = [lines for path, lines in was.items() if now.get(path) != lines]
+        if gone:
+            cut[n] = min(first for first, _ in gone)
+    read = [(n, path) for n, now in parts.items() for path, (_, last) in sorted(now.items(), key=lambda x: x[1])
+            if (n in cut and last >= cut[n]) or (n not in cut and path not in before.get(n, {}))]
+    if not cut and not read:
+        return True
+    cols = ", ".join(f'"{c}"' for c in nums)
+    kept = " OR ".join(f"(file_no = {n} AND line < {first})" for n, first in sorted(cut.items()))
+    redone = " OR ".join(f"(file_no = {n} AND line >= {first})" for n, first in sorted(cut.items()))
+    try:
+        con.execute("BEGIN TRANSACTION")  # readers meanwhile see the table before or after, never between
+        if cut:
+            con.execute(f"DELETE FROM _nums WHERE {redone}")
+        if read:
+            con.execute(f"INSERT INTO _nums ({cols}) SELECT {cols} FROM ({rel.samples_raw_sql(parts=read)}) "
+                        + (f"WHERE NOT ({kept})" if kept else ""))
+        con.execute("COMMIT")
+    except duckdb.Error:  # (a part's column of another type than the run's, say): read it all
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        return False
+    return True
+
+
+class RunViews:
+    """One run's relations: the SQL of its samples and tokens over its cache parts, the views made of them, the
+    names of its custom fields, and the cursors that read them (given its token files)."""
+
+    def __init__(self, files: FileParts, options, reader, cache_root, names_file, owner: object):
+        self.files, self.options, self.reader = files, options, reader
+        self.pad_token = options.pad_token or None
+        self.system_prompt_end = options.system_prompt_end or None
+        lock = threading.RLock()  # held while the views are remade: no cursor is made meanwhile
+        self.tokens = TokenFiles(files.parts, files.part_steps, self.token_fields, lock)
+        self.cursors = Cursors(self.tokens.register, lock)
+        self.lease = leases.Lease(cache_root, owner)  # the parts the views read, while ``owner`` lives
+        self.nums = NumsState()
+        self.builds = 0  # how many times the views were made
+        # custom field key -> its samples column: kept while open, and for the next open of the same logs
+        self.names_file = names_file
+        self.column_names: dict[str, str] = load_names(names_file)
+        self.listed: list[Problem] = []  # lists or objects in a field the run has numbers or text in (``listed_in``)
+
+    # -- what the queries read (``_queries.Relations``) ----------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.cursors.cursor()
+
+    def execute(self, query: str, params: list | None = None) -> duckdb.DuckDBPyConnection:
+        return self.cursors.execute(query, params)
+
+    def parts(self, file_nos=None) -> list[tuple[int, str]]:
+        return self.files.parts(file_nos)
+
+    def token_fields(self) -> list[str]:
+        return present_token_fields(self.files.states.values())
+
+    def register_tokens(self, cur, parts=None, lines=None) -> None:
+        self.tokens.register(cur, parts, lines)
+
+    def map_token_files(self) -> None:
+        self.tokens.map_all()
+
+    def leaves_samples_out(self) -> bool:
+        """Whether the run's options keep only some samples of its files (a step range, a per-step cap)."""
+        return self.options.steps != (None, None) or bool(self.options.max_samples_per_step)
+
+    def file_states(self) -> dict:
+        """Each file's state as last read (what ``files`` and ``skipped_lines`` tell of)."""
+        return self.files.states
+
+    def follow(self) -> bool:
+        return False  # a run's views change only in its own refresh
+
+    def problems(self) -> list[Problem]:
+        """Every problem: of the files' lines, of custom fields, of the files as wholes."""
+        files = self.files
+        lines = [Problem(st.path, *p) for st in files.states.values() for p in st.problems]
+        return lines + self.listed + self.renamed() + list(files.pending) + list(files.removed.values())
+
+    # -- names of custom fields ------------------------------------------------------------------
+    def names(self, names: dict[str, str] | None = None) -> dict[str, str]:
+        """``names`` (default: the run's own, kept for its next open) with every custom field of the run named."""
+        own = names is None
+        names = self.column_names if own else names
+        known = len(names)
+        column_names(self.files.custom_keys(), names)
+        # names are kept for the next open only from every line: a cache of a cap's lines lacks some keys, and
+        # names it gave would stick to a later open of every line (``Score`` kept, ``score`` renamed)
+        if own and len(names) > known and all(c.reader_name == self.reader.name for c in self.files.caches.values()):
+            save_names(self.names_file, names)
+        return names
+
+    def extras(self, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
+        """(stored column, samples column) of each custom field, named by ``names`` (default: the run's)."""
+        names = self.names(names)
+        return [(stored_column(k), names[k]) for k in self.files.custom_keys()]
+
+    def renamed(self, names: dict[str, str] | None = None) -> list[Problem]:
+        return self.files.renamed(self.names(names), self.reader.own_renames)
+
+    def listed_in(self) -> list[Problem]:
+        """Lines where a custom field held a list or an object, in a part where it held nothing else, when the run
+        has numbers or text in it (its column is empty there). A part holding both reports them as it is read."""
+        keys = set(self.files.custom_keys())
+        out = []
+        for path, st in self.files.states.items():
+            found = [k for k in st.listed if k in keys]
+            if not found:
+                continue
+            parts = "[" + ", ".join(literal(p) for p in self.files.caches[path].part_paths(st)) + "]"
+            cols = [listed_column(k) for k in found]
+            with self.cursors.db.cursor() as cur:
+                rows = cur.execute(
+                    f"SELECT line, {', '.join(cols)} FROM read_parquet({parts}, union_by_name=true) "
+                    f"WHERE {' OR '.join(f'{c} IS NOT NULL' for c in cols)} ORDER BY line").fetchall()
+            for line, *kinds in rows:
+                out += [Problem(path, line, "wrong_type", non_scalar_message(k, kind))
+                        for k, kind in zip(found, kinds) if kind is not None]
+        return out
+
+    # -- SQL ---------------------------------------------------------------------------------------
+    def samples_sql(self, parts: list[tuple[int, str]], where: str = "", lines: dict[int, list[int]] | None = None,
+                    names: dict[str, str] | None = None, pad: bool = False) -> str:
+        """Samples of the given cache parts, texts cleaned, no run options applied (``pad``: see ``source_sql``)."""
+        if not parts:
+            return NO_SAMPLES
+        extras = [(c, c) for c in self.files.optional()] + self.extras(names)
+        extra_sel = "".join(f', s.{stored} AS "{column}"' for stored, column in extras)
+        source = self.source_sql(parts, lines, [(stored, self.nums.type_of(c)) for stored, c in extras], pad)
+        return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
+                   {self.text('s.prompt', prompt=True)} AS prompt, {self.text('s.response')} AS response,
+                   s.reward, {self.text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
+                   s.ground_truth, {self.response_chars()} AS response_chars, s.n_tokens, s.log_ratio_mean,
+                   s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
+                   s.file AS file, s.line AS line, s.file_no AS file_no
+            FROM {source} s
+            {where}"""
+
+    def response_chars(self) -> str:
+        """The length of the response as shown (without pad tokens): counted when read for the default pad token,
+        here for another (which reads every response's text)."""
+        if not self.pad_token:
+            return "s.response_chars"
+        if self.pad_token == DEFAULT_PAD_TOKEN:
+            return "s.response_chars - coalesce(s.response_pad_chars, 0)"
+        return f"length({self.text('s.response')})::BIGINT"
+
+    def text(self, col: str, prompt: bool = False) -> str:
+        expr = col
+        if prompt and self.system_prompt_end:  # cut first: the marker may hold the pad token (Llama 3's <|eot_id|>)
+            expr = after_last(expr, self.system_prompt_end)
+        if self.pad_token:
+            expr = f"replace({expr}, {literal(self.pad_token)}, '')"
+        return expr
+
+    def source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
+                   extras: Iterable[tuple[str, str]] = (), pad: bool = False) -> str:
+        """The cache parts as one relation with file_no and file columns.
+
+        With ``lines`` (file_no -> line numbers), each file is read on its own with the line filter
+        pushed into the Parquet scan, so only the row groups holding those lines are read. With ``pad``
+        too, or with ``lines``, the ``extras`` columns the parts lack are there, empty.
+        """
+        if lines is None and pad:
+            lines = {n: None for n, _ in parts}
+        if lines is None:
+            plist = "[" + ", ".join(literal(p) for _, p in parts) + "]"
+            files = ", ".join(f"({n}, {literal(p)}, {literal(self.files.path_of(n))})" for n, p in parts)
+            return (f"(SELECT r.* EXCLUDE (filename), m.file_no, m.file "
+                    f"FROM read_parquet({plist}, filename=true, union_by_name=true) r "
+                    f"JOIN (VALUES {files}) m(file_no, parquet, file) ON r.filename = m.parquet)")
+        selects = []
+        for n in sorted(lines):
+            plist = "[" + ", ".join(literal(p) for f, p in parts if f == n) + "]"
+            if plist == "[]":
+                continue
+            kept = "" if lines[n] is None else f"WHERE r.line IN ({', '.join(map(str, sorted(set(lines[n]))))})"
+            selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {literal(self.files.path_of(n))} AS file "
+                           f"FROM read_parquet({plist}, union_by_name=true) r {kept}")
+        # the parts read may lack some optional or custom fields the run has: empty there, of the type they have
+        # in samples (a page of numbers stays numbers)
+        selects.append(f"SELECT {', '.join(['NULL AS line', *(f'NULL::{t} AS {c}' for c, t in extras)])} WHERE false")
+        return "(" + " UNION ALL BY NAME ".join(selects) + ")"
+
+    def samples_raw_sql(self, names: dict[str, str] | None = None, parts: list[tuple[int, str]] | None = None) -> str:
+        """Every sample passing the run's options (step range, per-step cap), texts cleaned (``parts``: of those cache
+        parts only, each column there even where they lack it)."""
+        where = []
+        lo, hi = self.options.whole_steps()
+        if lo is not None:
+            where.append(f"step >= {lo}")
+        if hi is not None:
+            where.append(f"step <= {hi}")
+        qualify = ""
+        if self.options.max_samples_per_step:
+            # ties of line number broken by path, not file number: numbers follow the order a cache dir first
+            # saw the files, so the same logs would keep other samples on another cache
+            qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file) "
+                       f"<= {int(self.options.max_samples_per_step)}")
+        source = (self.samples_sql(self.parts(), names=names) if parts is None else
+                  self.samples_sql(parts, names=names, pad=True))
+        return (f"SELECT * FROM ({source}) "
+                f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
+
+    def tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
+                   limit: int | None = None) -> str:
+        """``limit``: only the first that many tokens of each sample (cut before unnesting)."""
+        fields = self.token_fields()
+        if not parts or not fields:
+            return NO_TOKENS
+        return tokens_sql(fields, self.tokens.relation(lines is not None), limit)
+
+    # -- making the views ----------------------------------------------------------------------------
+    def build(self) -> None:
+        """Make the views over the parts as they are now (the caller holds ``tokens.lock``: no cursor is made
+        meanwhile, each has the files its views name)."""
+        self.tokens.renew()
+        self.cursors.register_again()
+        self.lease.hold(p for _, p in self.parts())
+        with self.cursors.lock:
+            build_views(self.cursor(), self, self.nums, self.files.part_lines(), by_file=True)
+        self.builds += 1
