@@ -120,7 +120,7 @@ def warn_unused(options: OpenOptions, run, rel, problems: list) -> None:
     if (lo is not None or hi is not None) and rel.files.states and not n:
         # only where the logs hold samples (an empty log, or a followed run before its first lines, is no news)
         held, first, last = rel.execute(f"SELECT count(*), min(step), max(step) FROM "
-                                          f"({rel.samples_sql(parts)})").fetchall()[0] if parts else (0, 0, 0)
+                                        f"({rel.samples_sql(parts)})").fetchall()[0] if parts else (0, 0, 0)
         if held or run.skipped_lines:
             span = f"; their steps run {first}..{last}" if held else ""
             problemsmod.warn_option(f"steps=({lo}, {hi}) keeps no sample of these logs ({held + run.skipped_lines}"
@@ -146,7 +146,7 @@ def warn_unused(options: OpenOptions, run, rel, problems: list) -> None:
         src = f"{rel.source_sql(parts, None, [])} s"
         # the first prompt holding the marker ends the scan: only a marker no prompt holds reads them all
         if not rel.execute(f"SELECT 1 FROM {src} WHERE contains(s.prompt, {literal(rel.system_prompt_end)}) "
-                             "LIMIT 1").fetchall():
+                           "LIMIT 1").fetchall():
             prompts = rel.execute(f"SELECT count(s.prompt) FROM {src}").fetchall()[0][0]
             if prompts:
                 problemsmod.warn_option(f"system_prompt_end={rel.system_prompt_end!r} occurs in none of the "
