@@ -1,5 +1,6 @@
 """rlviz_widgets: Jupyter widgets for looking inside RLHF / RL-for-LLM training runs."""
 
+from rlviz_widgets import groups as groups  # the module rw.groups: GRPO group frames
 from rlviz_widgets._ingest.sources import NoLogsError
 from rlviz_widgets._problems import LogWarning, OptionWarning
 from rlviz_widgets._store.prune import cache_usage, prune_cache

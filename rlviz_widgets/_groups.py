@@ -68,7 +68,7 @@ def groups(run: Run, where: str = "") -> pd.DataFrame:
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
                count(*) > 1 AND coalesce(max(reward) = min(reward), true) AS zero_spread,
                {adv} any_value(prompt) AS prompt, list(sample_id ORDER BY sample_id) AS sample_ids
-        FROM samples {'WHERE ' + run._condition(where) if where.strip() else ''}
+        FROM samples {'WHERE ' + run.check_where(where) if where.strip() else ''}
         GROUP BY ALL ORDER BY step, "group" """)
     return df
 

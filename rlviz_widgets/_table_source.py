@@ -73,7 +73,7 @@ class TableSource:
 
     @classmethod
     def from_run(cls, run) -> TableSource:
-        return cls(run._cursor, "samples", "_nums", rows_fn=run._rows)  # ids a view kept may go
+        return cls(run.cursor, "samples", "_nums", rows_fn=run.held_rows)  # ids a view kept may go
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> TableSource:

@@ -44,7 +44,7 @@ def surface_errors(fn):
         try:
             return fn(self, *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - shown to the user, and logged
-            self._show_error(fn.__name__, e)
+            self.show_error(fn.__name__, e)
     return wrapper
 
 
@@ -116,7 +116,8 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
         super().__init__(**kwargs)
         self.on_msg(self._on_rpc)
 
-    def _show_error(self, where: str, e: BaseException) -> None:
+    def show_error(self, where: str, e: BaseException) -> None:
+        """Says ``e`` in the widget (its ``error`` trait, clipped) and in the log: what failed, never raised."""
         message = clip(f"{type(e).__name__}: {e}")
         log.error("%s failed: %s%s", where, "".join(traceback.format_tb(e.__traceback__)), message)
         self.error = f"{where}: {message}"
@@ -146,7 +147,7 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
             if self.error.startswith((f"{where}:", "request:")):  # (a malformed one's error is over too)
                 self.error = ""
         except Exception as e:  # noqa: BLE001 - the front end shows it
-            self._show_error(where, e)
+            self.show_error(where, e)
             self.send({"type": "rpc", "id": rid, "ok": False, "error": clip(f"{type(e).__name__}: {e}")})
 
     def _request(self, method, params):

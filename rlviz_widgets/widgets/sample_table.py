@@ -82,6 +82,18 @@ class SampleTable(RpcWidget):
         ids = self._source.ids(self.search, self.where, self.sort_by, self.sort_desc)
         return self._source.rows(ids, list(dict.fromkeys(["sample_id", *self.visible_columns])))
 
+    def check_where(self, where: str) -> None:
+        """A ValueError unless ``where`` is a condition over these rows that runs."""
+        self._source.check(where)
+
+    def ids_matching(self, search: str = "", where: str = "") -> list[int]:
+        """The ids of the rows passing ``search`` and ``where``, in the table's natural order."""
+        return self._source.ids(search, where)
+
+    def rows_of(self, ids) -> pd.DataFrame:
+        """The rows of these ids, every column, in that order (ids it no longer holds: left out)."""
+        return self._source.rows(ids)
+
     def show_columns(self, columns: list[str] | None = None) -> None:
         """Show these columns, in this order (None: the defaults, which hold at most 24 custom columns)."""
         unknown = [c for c in columns or [] if c not in self._source.kinds]

@@ -160,7 +160,7 @@ class TokenStrip(RpcWidget):
     @property
     def tokens(self) -> pd.DataFrame:
         """The tokens of the shown samples, one row per token (long form)."""
-        return self._run._tokens(self.sample_ids)
+        return self._run.held_tokens(self.sample_ids)
 
     @rpc
     def strips(self):

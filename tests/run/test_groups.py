@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +180,13 @@ def test_the_demo_grpo_run_has_groups_to_flag(tmp_path, open_run):
     assert set(g.loc[g.zero_spread, "reward_mean"]) == {1.0}
     s = run.samples
     assert (s.loc[s.reward == 1.0, "acc"] == 1.0).all()
+
+
+def test_the_groups_module_is_public(tmp_path):
+    """``rw.groups.groups`` and ``rw.groups.group_samples`` are the documented way to the group frames."""
+    poem = Path(rw.__file__).parent / "data" / "rlb_eval_poem_task.jsonl"
+    run = rw.open_run(poem, cache_dir=tmp_path / "cache", progress=False)
+    frame = rw.groups.groups(run)
+    assert len(frame) > 0 and {"group", "size", "sample_ids"} <= set(frame.columns)
+    first = rw.groups.group_samples(run, frame.group.iloc[0])
+    assert first.sample_id.tolist() == list(frame.sample_ids.iloc[0]) and len(first) == frame["size"].iloc[0]

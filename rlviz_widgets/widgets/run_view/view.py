@@ -147,7 +147,7 @@ class RunView(W.VBox):
         Moves the brushes and the table, exactly as the mouse would.
         """
         if where is not None:
-            self.table._source.check(where)  # a ValueError before anything moves
+            self.table.check_where(where)  # a ValueError before anything moves
         with self.hold_trait_notifications():
             if steps is not UNSET:
                 self.steps = normalise_range(steps, "steps")
@@ -183,17 +183,17 @@ class RunView(W.VBox):
     # -- lazily computed frames -----------------------------------------------------------------
     @traitlets.default("filtered")
     def _filtered_default(self):
-        return self.table._source.rows(self.table._source.ids(self.search, self.condition))
+        return self.table.rows_of(self.table.ids_matching(self.search, self.condition))
 
     @traitlets.default("selected")
     def _selected_default(self):
         # the view's own ids: the table's follow through a link that may not have run yet (observers of
         # selected_ids run in the order they were made, this view's first)
-        return self.table._source.rows(self.selected_ids)
+        return self.table.rows_of(self.selected_ids)
 
     @traitlets.default("selected_tokens")
     def _selected_tokens_default(self):
-        return self.run._tokens(self.selected_ids)  # a selection the run let go (a rewritten file) shows nothing
+        return self.run.held_tokens(self.selected_ids)  # a selection the run let go (a rewritten file) shows nothing
 
     def _refresh_frame(self, name: str) -> None:
         """Observers get the new frame now; everyone else computes it when they read it."""
@@ -219,7 +219,7 @@ class RunView(W.VBox):
     def _check_where(self, proposal):
         """A condition the samples cannot take is refused, the old one kept (it was kept, and broke ``filtered``)."""
         try:
-            self.table._source.check(proposal["value"])
+            self.table.check_where(proposal["value"])
         except (TypeError, ValueError) as e:
             raise traitlets.TraitError(str(e)) from None
         return proposal["value"]
@@ -248,7 +248,7 @@ class RunView(W.VBox):
             self.strip.layout.display = "none"
             return
         sid = ids[-1]
-        self.detail.value = panes.detail_html(self.run._rows([sid]))
+        self.detail.value = panes.detail_html(self.run.held_rows([sid]))
         if self._has_tokens:
             self.strip.sample_ids = [sid]
             self.strip.layout.display = None
@@ -267,7 +267,7 @@ class RunView(W.VBox):
             if self.chart.error.startswith("brush:"):
                 self.chart.error = ""
         except (TypeError, ValueError, AttributeError, traitlets.TraitError) as e:
-            self.chart._show_error("brush", e)  # a brush the front end sent malformed: said, the filters as they were
+            self.chart.show_error("brush", e)  # a brush the front end sent malformed: said, the filters as they were
         finally:
             self._syncing = False
 
