@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlviz_widgets._ingest.sniff import first_record_has
 from rlviz_widgets._ingest.sources import NoLogsError, resolve, source_folders
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._progress import Progress
@@ -55,6 +56,17 @@ def plan_file(cache: cachemod.FileCache,
         return None
 
 
+def _looks_like(reader):
+    """The check on a file's first record that lets the folder walk leave a link to files of another kind:
+    JSON-lines formats only (a Parquet file's first bytes say nothing of its columns)."""
+    if ".jsonl" not in reader.suffixes:
+        return None
+    fmt = getattr(reader, "format", None)
+    keys = {*reader.fields().values(), *(getattr(fmt, "shown", {}) or {}).values(), *getattr(fmt, "group_keys", ()),
+            "prompt_tokens", "token_ids", "tokens"}  # the keys a format reads through an expression, too
+    return first_record_has(keys)
+
+
 class FileSync:
     """The log files of a source, kept in step with their caches in ``files``: numbers, states, caches, and the
     problems of the files as wholes (``pending``: unreadable, unfinished or changing files; ``removed``)."""
@@ -76,7 +88,8 @@ class FileSync:
         what = f"{self.format} files: {reader.file_pattern}" if reader.file_pattern else ""
         found: list[tuple[str, str, str]] = []
         try:
-            files = resolve(self.source, reader.suffixes, reader.accepts, what, found)
+            files = resolve(self.source, reader.suffixes, reader.accepts, what, found,
+                            looks_like=_looks_like(reader), progress=self.progress and first)
         except NoLogsError:
             if first:
                 raise

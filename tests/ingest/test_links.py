@@ -265,3 +265,15 @@ def test_open_run_on_a_folder_holding_a_link_to_the_top(disk, open_run):
     assert run.problems[["kind"]].values.ravel().tolist() == ["looping_link"]
     assert run.problems["file"][0] == str(disk["logs"] / "root")
     assert json.dumps(run.problems["message"][0])  # text
+
+
+@pytest.mark.parametrize("fmt", ["rlb", "auto"])
+def test_open_run_leaves_a_link_to_files_that_are_no_logs(disk, open_run, fmt):
+    """open_run gives the walk the format's first-record check: a link to unrelated JSON lines (``data -> /usr``)
+    is left after a few files, named in the problems; a run linked in from another mount is still read."""
+    (disk["logs"] / "data").symlink_to(disk["usr"], target_is_directory=True)
+    (disk["logs"] / "rank2").symlink_to(disk["other"][0].parent, target_is_directory=True)
+    run = open_run(disk["logs"], format=fmt)
+    assert len(run.samples) == 2 + 3 + 4
+    assert run.problems[["kind"]].values.ravel().tolist() == ["foreign_link"]
+    assert run.problems["file"][0] == str(disk["logs"] / "data")
