@@ -76,7 +76,7 @@ def warn_option(message: str) -> None:
 def _outside_level() -> int:
     """``stacklevel`` for a ``warnings.warn`` in ``warn``: the first frame whose file is not in this package, if it
     is the user's; else (a refresh from an event loop or a widget's callback) warn's caller in this package."""
-    frame, level = sys._getframe(2), 2  # level 2: warn's caller
+    frame, level = sys._getframe(2), 2  # noqa: SLF001 - CPython's frame API, no public spelling; 2: warn's caller
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     if frame is None or frame.f_code.co_filename.startswith(_LIBRARY_DIRS):

@@ -98,7 +98,7 @@ class BufferPool:
         self._free.put(owner(buf))
 
 
-def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,
+def read_chunks(path: str | os.PathLike, start: int = 0, first_line: int = 1,  # noqa: C901, PLR0915 - the hot loop
                 chunk_bytes: int | None = None, first_chunk_bytes: int | None = None,
                 pool: BufferPool | None = None, also_find: int | None = None,
                 last_chunk_bytes: int | None = None, stop: int | None = None) -> Iterator[Chunk]:

@@ -280,8 +280,9 @@ def _left(cache: FileCache, state: FileState | None, st: os.stat_result, whole_f
     return None
 
 
-def update_files(con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
-                 on_file_done=lambda: None) -> list[tuple[FileState, list[Problem]]]:
+def update_files(  # noqa: C901, PLR0915 - the cold open's pipeline, tuned as one loop (docs/performance.md)
+        con: duckdb.DuckDBPyConnection | Future, jobs: list[tuple[FileCache, FileState]], reader, on_bytes,
+        on_file_done=lambda: None) -> list[tuple[FileState, list[Problem]]]:
     """Read what is new in each file into new parts; per file, the new state and a pending problem, if any.
 
     JSON-lines files go through one pipeline: the next chunk (of this file or the next one) is read

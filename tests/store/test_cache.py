@@ -854,7 +854,8 @@ def test_queries_over_every_token_follow_new_lines_on_both_scan_paths(tmp_path):
     def both() -> tuple:
         mapped = run.sql(query).iloc[0]
         assert run.relations.tokens.table is not None  # the mapped table answered
-        run.relations.tokens.table, kept = None, run.relations.tokens.table  # a cursor made now gets the dataset instead
+        # a cursor made now gets the dataset instead
+        run.relations.tokens.table, kept = None, run.relations.tokens.table
         try:
             scanned = run.con.execute(query).df().iloc[0]
         finally:
@@ -886,7 +887,8 @@ def test_a_rebuild_removes_this_logs_cache_from_earlier_package_versions(tmp_pat
     monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
     run = rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)  # rebuilt under the new version
     after = {p.name for p in (cache / "files").iterdir()}
-    old0 = cachemod.FileCache._folder(cache.resolve(), rank0.resolve(), run.relations.reader.name, cachemod.CACHE_VERSION - 1)
+    old0 = cachemod.FileCache._folder(cache.resolve(), rank0.resolve(), run.relations.reader.name,
+                                      cachemod.CACHE_VERSION - 1)
     assert old0.name in before and old0.name not in after
     assert len(after) == 2 and len(after & before) == 1  # rank1's cache is untouched, rank0 has a new one
     assert run.n_samples == 4

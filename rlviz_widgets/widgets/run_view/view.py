@@ -213,7 +213,8 @@ class RunView(W.VBox):
         the part kept the old one, and the two disagreed)."""
         name = proposal["trait"].name
         part = getattr(self, "strip" if name == "color_by" else "table", None)
-        return proposal["value"] if part is None else part.traits()[name]._validate(part, proposal["value"])
+        # traitlets has no public call for a trait's whole check (its type and the owner's @validate)
+        return proposal["value"] if part is None else part.traits()[name]._validate(part, proposal["value"])  # noqa: SLF001
 
     @traitlets.validate("where")
     def _check_where(self, proposal):
