@@ -67,6 +67,12 @@ class OpenOptions:
         return None if cap is None or cap >= _INT64.max else cap
 
 
+def inverted_range_message(name: str, lo, hi) -> str:
+    """What ``open_run`` and ``RunView.filter`` say of a (lo, hi) range whose first end is after its last."""
+    what = "step" if name == "steps" else "end"
+    return f"{name}=({lo}, {hi}): the first {what} is after the last"
+
+
 def _number(x) -> float | None:
     """``x`` as a float if it is a number (numpy's, Decimal, Fraction...), else None (text and booleans are not)."""
     if isinstance(x, (str, bytes, bool, np.bool_)):
@@ -107,7 +113,7 @@ def _steps_option(steps) -> tuple[float | None, float | None]:
             raise ValueError(f"steps=(first, last): each end a number or None, not {end!r}")
         ends.append(None if value is None or value == open_end else end)
     if lo is not None and hi is not None and float(lo) > float(hi):
-        raise ValueError(f"steps=({lo}, {hi}): the first step is after the last")
+        raise ValueError(inverted_range_message("steps", lo, hi))
     return (ends[0], ends[1])
 
 

@@ -66,6 +66,16 @@ def test_infinite_or_nan_range_ends_and_odd_pages(view):
     assert page["offset"] == 0 and page["ids"] == src.ids(offset=0, limit=3)  # where its rows start
 
 
+def test_an_inverted_range_is_refused_and_the_filters_stay(view):
+    """``view.filter(steps=(5, 1))`` silently became (1, 5); setting the trait did too."""
+    view.filter(steps=(1, 3))
+    with pytest.raises(traitlets.TraitError, match=r"steps=\(5, 1\): the first step is after the last"):
+        view.filter(steps=(5, 1))
+    with pytest.raises(traitlets.TraitError, match="the first end is after the last"):
+        view.reward = (1.0, 0.0)
+    assert view.steps == (1.0, 3.0) and view.reward is None
+
+
 def test_a_where_the_samples_cannot_take_is_refused_and_the_filters_stay(view):
     """``view.filter(where="kl_men > 0.1")`` returned as if it worked: the where was kept, the table showed
     DuckDB's BinderException, and view.filtered and view.selected_tokens raised it from then on. A where that binds

@@ -7,6 +7,7 @@ import math
 import pytest
 import traitlets
 
+from rlviz_widgets.run.options import OpenOptions
 from rlviz_widgets.widgets.run_view import panes
 from rlviz_widgets.widgets.run_view.filters import condition, normalise_range, step_by
 from rlviz_widgets.widgets.run_view.following import Follower
@@ -14,13 +15,26 @@ from rlviz_widgets.widgets.run_view.following import Follower
 
 def test_ranges_are_normalised():
     assert normalise_range(None, "steps") is None
-    assert normalise_range((3, 1), "steps") == (1.0, 3.0)
+    assert normalise_range((1, 3), "steps") == (1.0, 3.0)
     assert normalise_range((-math.inf, math.inf), "reward") is None
     assert normalise_range((None, math.inf), "reward") is None
     assert normalise_range((math.inf, None), "reward") == (math.inf, None)
     for bad, says in (((math.nan, 1), "NaN"), (("a", 1), "a number or None"), (5, "a \\(lo, hi\\) pair")):
         with pytest.raises(traitlets.TraitError, match=says):
             normalise_range(bad, "reward")
+
+
+def test_an_inverted_range_is_refused_as_open_run_refuses_it():
+    """``filter(steps=(5, 1))`` became (1, 5) without a word, while ``open_run(steps=(5, 1))`` refused it."""
+    with pytest.raises(ValueError) as opened:
+        OpenOptions(steps=(5, 1))
+    with pytest.raises(traitlets.TraitError) as viewed:
+        normalise_range((5, 1), "steps")
+    assert str(viewed.value) == str(opened.value) == "steps=(5, 1): the first step is after the last"
+    with pytest.raises(traitlets.TraitError, match=r"reward=\(1.0, -1.0\): the first end is after the last"):
+        normalise_range((1.0, -1.0), "reward")
+    with pytest.raises(traitlets.TraitError, match="after the last"):
+        normalise_range((math.inf, -math.inf), "reward")
 
 
 def test_condition_of_the_filters():

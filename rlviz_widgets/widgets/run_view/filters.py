@@ -7,6 +7,8 @@ import math
 
 import traitlets
 
+from rlviz_widgets.run.options import inverted_range_message
+
 Range = tuple[float | None, float | None]
 
 
@@ -21,7 +23,8 @@ UNSET = _Unset()
 
 
 def normalise_range(value, name: str) -> Range | None:
-    """Normalise a (lo, hi) range; either end may be None; None clears it. A TraitError names ``name``."""
+    """Normalise a (lo, hi) range; either end may be None; None clears it. A TraitError names ``name`` (as
+    ``open_run`` does, an inverted range is refused)."""
     if value is None:
         return None
     try:
@@ -36,7 +39,7 @@ def normalise_range(value, name: str) -> Range | None:
     if any(x is not None and math.isnan(x) for x in (lo, hi)):
         raise traitlets.TraitError(f"{name}: an end cannot be NaN; got {value!r} (None leaves an end open)")
     if lo is not None and hi is not None and lo > hi:
-        lo, hi = hi, lo
+        raise traitlets.TraitError(inverted_range_message(name, *value))
     lo = None if lo == -math.inf else lo  # as open as None (and SQL has no literal for it)
     hi = None if hi == math.inf else hi
     return None if lo is None and hi is None else (lo, hi)
