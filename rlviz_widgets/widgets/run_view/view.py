@@ -383,6 +383,14 @@ class RunView(W.VBox):
         return chart_data.run_datasets(self.run, bins=self.bins, band=self.band.value,
                                        zero_shift=self.zero_shift.value, has_ref=self._has_ref)
 
+    def to_html(self, path: str | os.PathLike, *, max_samples: int = 2000, extremes: int = 5) -> os.PathLike:
+        """Write what this view shows to ``path`` as ONE self-contained HTML file (no kernel, no network): the
+        charts, the filters, the first ``max_samples`` filtered samples (sortable), the texts and token strips of
+        the picked samples and of the ``extremes`` top and bottom ones by reward, the run's metadata."""
+        from rlviz_widgets import _report  # (_report imports RunView)
+
+        return _report.report(self, path, max_samples=max_samples, extremes=extremes)
+
 
 def _open(source, options: dict) -> Run:
     """The run a RunView shows: ``source`` itself when it is a Run, else opened (a dict: a set of runs)."""
