@@ -249,9 +249,20 @@ _MAGIC = ((b"\x1f\x8b", "compressed_file", COMPRESSED_LOG), (b"\xfd7zXZ\x00", "c
           (b"PAR1", "parquet_file", PARQUET_LOG))
 
 
+FORMATS_READ = ("logs are JSON lines, one record per line (format= rlb, verl, openinstruct, nemo, or columns= "
+                "to map any record's fields), or TRL's Parquet completions (format='trl')")
+NOT_JSON_LINES = "{what}, not JSON lines: not read; " + FORMATS_READ
+# the first bytes of files that are no log at all (kept for another tool: a table, an array, a checkpoint)
+_NOT_LOGS = ((b"\x80", "a Python pickle"), (b"\x93NUMPY", "a NumPy array"),
+             (b"SQLite format 3\x00", "an SQLite database"), (b"ARROW1", "an Arrow file"))
+_ZIPPED_NOT_LOGS = {".pt": "a PyTorch file", ".pth": "a PyTorch file", ".npz": "a NumPy archive"}  # zip inside
+HEAD_BYTES = 8192  # enough for a table's header and first row
+
+
 def _no_json_lines(path: Path, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
-    """(kind, message) when a file named as a JSON-lines log (by its path or a glob) is compressed or Parquet, by
-    its name or first bytes; None when it may hold JSON lines, or what ``suffixes`` wants (Parquet, for TRL)."""
+    """(kind, message) when a file named as a JSON-lines log (by its path or a glob, or found by a walk) is
+    compressed, Parquet or another kind of file (a CSV, a pickle...), by its name or first bytes; None when it may
+    hold JSON lines, or what ``suffixes`` wants (Parquet, for TRL)."""
     if ".jsonl" not in suffixes:
         return None
     name = path.name.lower()
@@ -261,13 +272,41 @@ def _no_json_lines(path: Path, suffixes: tuple[str, ...]) -> tuple[str, str] | N
         return None if ".parquet" in suffixes else ("parquet_file", PARQUET_LOG)
     try:
         with open(path, "rb") as f:
-            head = f.read(6)
+            head = f.read(HEAD_BYTES)
     except OSError:
         return None  # the read reports it
+    what = _not_a_log(head, name)
+    if what is not None:
+        return "not_json_lines", NOT_JSON_LINES.format(what=what)
     if head[:3] == b"BZh" and head[3:4].isdigit():
         return "compressed_file", COMPRESSED_LOG
     return next(((kind, why) for magic, kind, why in _MAGIC
                  if head.startswith(magic) and not (kind == "parquet_file" and ".parquet" in suffixes)), None)
+
+
+def _not_a_log(head: bytes, name: str) -> str | None:
+    """What a file is ("a CSV file"...) when its first bytes say it is another kind of file than a log."""
+    if head.startswith(b"PK\x03\x04") and name.endswith(tuple(_ZIPPED_NOT_LOGS)):
+        return _ZIPPED_NOT_LOGS[os.path.splitext(name)[1]]
+    known = next((what for magic, what in _NOT_LOGS if head.startswith(magic)), None)
+    return known or _text_table(head)
+
+
+def _text_table(head: bytes) -> str | None:
+    """"an HTML page", "a CSV file" or "a TSV file" by the first lines of ``head``. A table's first two lines are
+    each fields split by commas (tabs), neither ``{``-led: a log whose first line alone is bad is still a log."""
+    lines = [ln.strip() for ln in head.decode("utf-8", "replace").lstrip("\ufeff").splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return None
+    if lines[0].lower().startswith(("<!doctype", "<html")):
+        return "an HTML page"
+    if len(lines) < 2 and len(head) == HEAD_BYTES:  # a first line longer than the look: too little seen to say
+        return None
+    if any(ln.startswith(("{", "[")) for ln in lines[:2]):
+        return None
+    return next((what for sep, what in (("\t", "a TSV file"), (",", "a CSV file"))
+                 if all(sep in ln for ln in lines[:2])), None)
 
 
 _SNIFFED: dict[tuple, tuple[str, str] | None] = {}  # (path, suffixes, file identity) -> _no_json_lines' answer

@@ -284,6 +284,48 @@ def test_a_compressed_or_parquet_file_named_as_a_log_is_said_not_read_as_text(tm
     assert kinds(run) == [("rank1.jsonl.gz", "compressed_file"), ("rank2.jsonl", "compressed_file")]
 
 
+def test_a_file_that_is_not_json_lines_is_named_as_such_with_the_formats_read(tmp_path, open_run):
+    """A CSV file given as a log gave 51 ``malformed_json`` problems and never said CSV is no log format. A CSV, a
+    TSV, a pickle, a NumPy array, an SQLite database, an Arrow file or an HTML page is named as such, in one
+    problem (an error when it is the only file), with the formats that are read; a log whose first line alone is
+    bad is still read."""
+    import pickle
+    import sqlite3
+
+    from rlviz_widgets._ingest.readers import READERS
+
+    logs = tmp_path / "logs"
+    good = write_lines(logs / "rank0.jsonl", records(0, 2))
+    header = "step,prompt,response,reward"
+    others = {"results.csv": (header + "\n" + "\n".join(f"{i},p,r,1.0" for i in range(50)) + "\n").encode(),
+              "results.tsv": b"step\tprompt\treward\n0\tp\t1.0\n",
+              "samples.pkl": pickle.dumps(records(0, 2)), "tokens.npy": b"\x93NUMPY\x01\x00v\x00{'descr'",
+              "table.arrow": b"ARROW1\x00\x00\xff\xff", "page.html": b"<!DOCTYPE html>\n<html><body>login</body>"}
+    for name, body in others.items():
+        (logs / name).write_bytes(body)
+    sqlite3.connect(logs / "runs.sqlite").execute("CREATE TABLE t (x)").connection.commit()
+    what = {"results.csv": "a CSV file", "results.tsv": "a TSV file", "samples.pkl": "a Python pickle",
+            "tokens.npy": "a NumPy array", "table.arrow": "an Arrow file", "page.html": "an HTML page",
+            "runs.sqlite": "an SQLite database"}
+    for name, says in what.items():
+        with pytest.raises(NoLogsError, match=rf"no log file that can be read: .*{name} \({says}, not JSON lines") as e:
+            open_run(logs / name)
+        assert all(f in str(e.value) for f in READERS), str(e.value)
+    run = open_run([good, *(logs / n for n in what)])
+    assert len(run.samples) == 2 and kinds(run) == sorted((n, "not_json_lines") for n in what)
+    assert "columns=" in run.problems["message"][0] and "format='trl'" in run.problems["message"][0]
+    # under a log's name, found by a folder's walk or a glob: one problem, not a problem per line
+    os.replace(logs / "results.csv", logs / "rank1.jsonl")
+    run = open_run(logs)
+    assert len(run.samples) == 2 and kinds(run) == [("rank1.jsonl", "not_json_lines")]
+    assert "a CSV file, not JSON lines" in run.problems["message"][0]
+    assert kinds(open_run(str(logs / "rank*.jsonl"))) == [("rank1.jsonl", "not_json_lines")]
+    # a log whose first line alone is bad (with commas, even) is a log with a bad line
+    write_lines(logs / "rank1.jsonl", ["oops, a stray line, here", *records(1, 2)])
+    run = open_run(logs)
+    assert len(run.samples) == 4 and kinds(run) == [("rank1.jsonl", "malformed_json")]
+
+
 def test_a_dangling_link_or_a_pipe_among_the_logs_is_said(tmp_path, open_run):
     """A rank's log linked from a drive not mounted (a link to nothing) or a FIFO named *.jsonl: a folder passed
     over them in silence (named directly, each was an error)."""
