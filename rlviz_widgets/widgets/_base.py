@@ -13,6 +13,7 @@ from typing import ClassVar
 import anywidget
 import traitlets
 
+from rlviz_widgets.widgets import _fallback as fallback
 from rlviz_widgets.widgets._validate import JS_SAFE_INT, clip
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -35,6 +36,19 @@ def rpc(fn):
     """Marks a method the front end may call by name: the class's requests are these, and only these."""
     fn.rpc_request = True
     return fn
+
+
+def with_fallback(bundle, summary: Callable[[], str]):
+    """A widget's mime bundle (``data`` or ``(data, metadata)``) with ``text/html`` added: ``summary()``, a static
+    summary for pages without a widget front end (a failing summary is logged, and the bundle sent without it)."""
+    data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
+    if not data:
+        return bundle
+    try:
+        data = {**data, "text/html": summary()}
+    except Exception:  # noqa: BLE001 - the live widget must still display
+        log.exception("the static summary of a widget failed")
+    return data if meta is None else (data, meta)
 
 
 def surface_errors(fn):
@@ -115,6 +129,12 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
             front_end(self._front_end)  # a clear message if the JS was never built
         super().__init__(**kwargs)
         self.on_msg(self._on_rpc)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, and a static summary as ``text/html`` for pages without the widget front end."""
+        summary = fallback.BY_FRONT_END.get(self._front_end)
+        bundle = super()._repr_mimebundle_(**kwargs)
+        return bundle if summary is None else with_fallback(bundle, lambda: summary(self))
 
     def show_error(self, where: str, e: BaseException) -> None:
         """Says ``e`` in the widget (its ``error`` trait, clipped) and in the log: what failed, never raised."""
