@@ -233,26 +233,10 @@ class RunView(W.VBox):
             self._sync_slider()
         self.table.where = self.condition
         self._refresh_frame("filtered")
-        self._keep_passing()
 
     @traitlets.observe("search")
     def _on_search(self, _change) -> None:
         self._refresh_frame("filtered")
-        self._keep_passing()
-
-    def _keep_passing(self) -> None:
-        """The picked rows the filters now leave out are let go (``selected`` is of the rows shown); when the one
-        in the detail was among them, the detail says so above the last picked one left, if any."""
-        ids = self.selected_ids
-        if not ids:
-            return
-        passing = set(self.table.ids_matching(self.search, self.condition))
-        kept = [i for i in ids if i in passing]
-        if kept == ids:
-            return
-        self.selected_ids = kept
-        if ids[-1] not in passing:
-            self.detail.value = panes.LEFT_FILTER_HTML + self.detail.value
 
     @traitlets.observe("selected_ids")
     def _on_selected(self, _change) -> None:
@@ -407,6 +391,7 @@ class RunView(W.VBox):
 
         return _report.report(self, path, max_samples=max_samples, extremes=extremes)
 
+
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, and the run's summary as ``text/html`` for pages without the widget front end (an
         exported notebook)."""
@@ -415,7 +400,6 @@ class RunView(W.VBox):
 
         bundle = super()._repr_mimebundle_(**kwargs)
         return with_fallback(bundle, lambda: fallback.run_view(self, self._header.value))
-
 
 def _open(source, options: dict) -> Run:
     """The run a RunView shows: ``source`` itself when it is a Run, else opened (a dict: a set of runs)."""
