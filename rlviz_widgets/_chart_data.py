@@ -27,7 +27,7 @@ def run_names(run: Run) -> tuple[str, ...]:
 
 def capabilities(run: Run) -> tuple[bool, bool]:
     """(token arrays, reference rewards): what the charts and the token strip have to show."""
-    has_ref = "ref_reward" in run.columns and bool(run.sql("select count(ref_reward) n from _nums").n[0] > 0)
+    has_ref = "ref_reward" in run.columns and bool(run.query_frame("select count(ref_reward) n from _nums").n[0] > 0)
     return bool(run.token_metrics), has_ref
 
 
@@ -46,7 +46,7 @@ def step_stats(run: Run, points: int) -> dict[str, pd.DataFrame]:
     values = run.step_values
     if len(values) > points:  # a long run
         starts = values[:: -(-len(values) // points)]
-        return {name: r.sql(r.steps_sql(starts=starts)) for name, r in runs.items()}
+        return {name: r.query_frame(r.steps_sql(starts=starts)) for name, r in runs.items()}
     return {name: r.steps for name, r in runs.items()}
 
 
@@ -105,7 +105,7 @@ def brush_extent(run: Run, rng: tuple[float | None, float | None] | None,
     at infinity is no number JSON can carry); None where the data has no range (no rewards at all)."""
     if rng is None:
         return None
-    dmin, dmax = run.sql(f"select min({column}) FILTER (WHERE isfinite({column})) lo, "
+    dmin, dmax = run.query_frame(f"select min({column}) FILTER (WHERE isfinite({column})) lo, "
                          f"max({column}) FILTER (WHERE isfinite({column})) hi from _nums").iloc[0]
     if pd.isna(dmin) or pd.isna(dmax):
         return None

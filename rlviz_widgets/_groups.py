@@ -62,7 +62,7 @@ def groups(run: Run, where: str = "") -> pd.DataFrame:
     """One row per group (a step's group id): step, prompt, size, reward mean / std / min / max / range, zero-spread."""
     adv = (f"{mean_sql('advantage')} AS advantage_mean, min(advantage) AS advantage_min, "
            "max(advantage) AS advantage_max, " if "advantage" in run.columns else "")
-    df = run.sql(f"""
+    df = run.query_frame(f"""
         SELECT {group_key(run)} AS "group", {'run, ' if _set_runs(run) else ''}step, count(*) AS size,
                {mean_sql('reward')} AS reward_mean, {std_sql('reward')} AS reward_std, min(reward) AS reward_min,
                max(reward) AS reward_max, max(reward) - min(reward) AS reward_range,
@@ -76,13 +76,13 @@ def groups(run: Run, where: str = "") -> pd.DataFrame:
 def group_samples(run: Run, group: str) -> pd.DataFrame:
     """The samples of one group (its name in ``groups(run)["group"]``), best reward first."""
     step, name = _split_group(group, _set_runs(run))
-    return run.sql(f"SELECT * EXCLUDE (file_no) FROM _samples_raw WHERE step = ? AND {group_key(run)} = ? "
+    return run.query_frame(f"SELECT * EXCLUDE (file_no) FROM _samples_raw WHERE step = ? AND {group_key(run)} = ? "
                    "ORDER BY reward DESC NULLS LAST, sample_id", [step, name])
 
 
 def prompt_history(run: Run, prompt: str) -> pd.DataFrame:
     """The same prompt followed across steps: per step its responses' count and reward statistics."""
-    return run.sql(f"""
+    return run.query_frame(f"""
         SELECT {'run, ' if _set_runs(run) else ''}step, count(*) AS responses, {mean_sql('reward')} AS reward_mean,
                {std_sql('reward')} AS reward_std,
                min(reward) AS reward_min, max(reward) AS reward_max, avg(n_tokens) AS length_mean,

@@ -23,14 +23,14 @@ def connect() -> duckdb.DuckDBPyConnection:
     return db
 
 
-def connect_in_background() -> Future:
-    """A new database, made in a thread: building DuckDB's catalog takes a few tens of ms, which the
-    first open spends reading its first chunks instead."""
+def connect_in_background(make: Callable[[], duckdb.DuckDBPyConnection] = connect) -> Future:
+    """A new database (``make``'s), made in a thread: building DuckDB's catalog takes a few tens of ms, which the
+    first open spends reading its first chunks instead (and run.sql the time between two queries)."""
     future: Future = Future()
 
     def work() -> None:
         try:
-            future.set_result(connect())
+            future.set_result(make())
         except BaseException as e:  # raised where the connection is first needed
             future.set_exception(e)
 

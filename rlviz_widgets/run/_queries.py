@@ -7,7 +7,7 @@ import math
 import re
 import sys
 from abc import ABCMeta
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -20,6 +20,7 @@ from rlviz_widgets._ingest.custom_columns import RESERVED
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._sql import bin_count, mean_sql, std_sql
 from rlviz_widgets.run import _sqlguard as sqlguard
+from rlviz_widgets.run._sandbox import Sandbox
 from rlviz_widgets.run._views import ID_STRIDE, TOKEN_FIELDS
 
 STAT_COLUMNS = {  # steps frame: output prefix -> samples column
@@ -135,8 +136,9 @@ class Frames(metaclass=ABCMeta):
         """What was computed from the views, forgotten (kept while they stay: ``_fresh``)."""
         self._steps_cache: pd.DataFrame | None = None
         self._where_checked: tuple = (None, "")  # ((where, views' builds), the condition sqlguard gave)
-        self._domains: dict = {}
+        self._domains: OrderedDict = OrderedDict()  # least recently asked first (``MAX_DOMAINS``)
         self._built = self._rel.builds  # the views they were computed from
+        self._sandbox = getattr(self, "_sandbox", None) or Sandbox()  # kept: its datasets of parts outlive views
 
     def _fresh(self) -> None:
         """Follow the views (a set's runs may have refreshed on their own); forget what was computed from older
@@ -478,16 +480,20 @@ class Frames(metaclass=ABCMeta):
                 self._domains[key] = (0.0, q if q > 0 else 1.0)
         return self._domains[key]
 
-    def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
-        """Run SQL over the ``samples`` and ``tokens`` views; returns a DataFrame. Queries only (SELECT, PIVOT,
-        EXPLAIN, CALL, and the PRAGMAs that tell): a statement that would change the run's views or tables (DROP,
-        CREATE, INSERT, COPY, also under EXPLAIN ANALYZE, or run by a pragma such as import_database) is refused,
-        so that a slip does not break the run (a guard, not a sandbox: ``sqlguard``)."""
-        with self._rel.cursors.db.cursor() as cur:  # parsed only, on a cursor of its own (another thread may query)
-            sqlguard.check_query(cur, query)
-        if re.search(r"\btokens\b", query, re.IGNORECASE):  # the view, not a column such as n_tokens
-            self._rel.map_token_files()
+    def query_frame(self, query: str, params: list | None = None) -> pd.DataFrame:
+        """A query of the package's own (the charts', the groups') on the run's database, its internal tables
+        too; user SQL goes through ``sql``, in the sandbox."""
         return self._rel.execute(query, params).df()
+
+    def sql(self, query: str, params: list | None = None) -> pd.DataFrame:
+        """Run one SQL statement over the ``samples`` and ``tokens`` views; returns a DataFrame.
+
+        It runs in a sandbox, a DuckDB database of its own holding the run's data and nothing else: it cannot write
+        or read files, attach databases, load extensions or change settings (a ``SandboxError``, both a
+        PermissionError and a ValueError, says so), and what it makes (a view, a table) lasts the one call."""
+        if isinstance(query, str) and re.search(r"\btokens\b", query, re.IGNORECASE):  # not a column: n_tokens
+            self._rel.map_token_files()
+        return self._sandbox.query(self._rel, query, params)
 
     @property
     def columns(self) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import duckdb
 
@@ -46,6 +46,14 @@ NO_SAMPLES = ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR p
 # AS: DuckDB before 2.0 reads a bare "position" as its POSITION(... IN ...)
 NO_TOKENS = ("SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS step, NULL::INTEGER AS position, "
              "NULL::VARCHAR AS token WHERE false")
+SAMPLES_VIEW = "SELECT * EXCLUDE (file_no) FROM _samples_raw ORDER BY step, line, file_no"  # over _samples_raw
+Scan = Callable[[list[str]], str]  # cache parts -> the SQL relation reading them (default: read_parquet)
+
+
+def tokens_view(tokens: str, held: str) -> str:
+    """The tokens view: ``tokens`` (SQL of every part's tokens) of the samples in ``held`` (a relation with their
+    sample_id: the run's options may leave some of the parts' samples out)."""
+    return f"SELECT t.* FROM ({tokens}) t SEMI JOIN {held} i ON t.sample_id = i.sample_id"
 
 
 def after_last(expr: str, marker: str) -> str:
@@ -202,10 +210,8 @@ def build_views(con: duckdb.DuckDBPyConnection, rel, nums: NumsState, part_lines
             SELECT {', '.join(f'"{c}"' for c in num_cols)} FROM _samples_raw""")
     nums.made = (kinds, part_lines)
     nums.not_in_nums = [c for c in kinds if c not in num_cols]
-    con.execute("CREATE OR REPLACE VIEW samples AS SELECT * EXCLUDE (file_no) FROM _samples_raw "
-                "ORDER BY step, line, file_no")
-    con.execute(f"""CREATE OR REPLACE VIEW tokens AS
-        SELECT t.* FROM ({rel.tokens_sql(rel.parts())}) t SEMI JOIN _nums i ON t.sample_id = i.sample_id""")
+    con.execute(f"CREATE OR REPLACE VIEW samples AS {SAMPLES_VIEW}")
+    con.execute(f"CREATE OR REPLACE VIEW tokens AS {tokens_view(rel.tokens_sql(rel.parts()), '_nums')}")
 
 
 def _update_nums(con: duckdb.DuckDBPyConnection, rel, old: tuple | None, kinds: dict[str, str], nums: list[str],
@@ -285,6 +291,10 @@ class RunViews:
     def map_token_files(self) -> None:
         self.tokens.map_all()
 
+    def token_sources(self) -> list[tuple[str, object]]:
+        """(name, Arrow source) of the token files the tokens SQL names (none for a sample-level log)."""
+        return [self.tokens.source()] if self.token_fields() else []
+
     def leaves_samples_out(self) -> bool:
         """Whether the run's options keep only some samples of its files (a step range, a per-step cap)."""
         return self.options.steps != (None, None) or bool(self.options.max_samples_per_step)
@@ -345,13 +355,14 @@ class RunViews:
 
     # -- SQL ---------------------------------------------------------------------------------------
     def samples_sql(self, parts: list[tuple[int, str]], where: str = "", lines: dict[int, list[int]] | None = None,
-                    names: dict[str, str] | None = None, pad: bool = False) -> str:
-        """Samples of the given cache parts, texts cleaned, no run options applied (``pad``: see ``source_sql``)."""
+                    names: dict[str, str] | None = None, pad: bool = False, scan: Scan | None = None) -> str:
+        """Samples of the given cache parts, texts cleaned, no run options applied (``pad``, ``scan``: see
+        ``source_sql``)."""
         if not parts:
             return NO_SAMPLES
         extras = [(c, c) for c in self.files.optional()] + self.extras(names)
         extra_sel = "".join(f', s.{stored} AS "{column}"' for stored, column in extras)
-        source = self.source_sql(parts, lines, [(stored, self.nums.type_of(c)) for stored, c in extras], pad)
+        source = self.source_sql(parts, lines, [(stored, self.nums.type_of(c)) for stored, c in extras], pad, scan)
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self.text('s.prompt', prompt=True)} AS prompt, {self.text('s.response')} AS response,
                    s.reward, {self.text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
@@ -379,13 +390,19 @@ class RunViews:
         return expr
 
     def source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
-                   extras: Iterable[tuple[str, str]] = (), pad: bool = False) -> str:
+                   extras: Iterable[tuple[str, str]] = (), pad: bool = False, scan: Scan | None = None) -> str:
         """The cache parts as one relation with file_no and file columns.
 
         With ``lines`` (file_no -> line numbers), each file is read on its own with the line filter
         pushed into the Parquet scan, so only the row groups holding those lines are read. With ``pad``
-        too, or with ``lines``, the ``extras`` columns the parts lack are there, empty.
+        too, or with ``lines``, the ``extras`` columns the parts lack are there, empty. ``scan`` names the relation
+        reading a file's parts (run.sql's sandbox reads no file itself), as ``pad`` does.
         """
+        if scan is None:
+            def scan(paths: list[str]) -> str:
+                return f"read_parquet([{', '.join(literal(p) for p in paths)}], union_by_name=true)"
+        else:
+            pad = True
         if lines is None and pad:
             lines = {n: None for n, _ in parts}
         if lines is None:
@@ -396,20 +413,21 @@ class RunViews:
                     f"JOIN (VALUES {files}) m(file_no, parquet, file) ON r.filename = m.parquet)")
         selects = []
         for n in sorted(lines):
-            plist = "[" + ", ".join(literal(p) for f, p in parts if f == n) + "]"
-            if plist == "[]":
+            paths = [p for f, p in parts if f == n]
+            if not paths:
                 continue
             kept = "" if lines[n] is None else f"WHERE r.line IN ({', '.join(map(str, sorted(set(lines[n]))))})"
             selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {literal(self.files.path_of(n))} AS file "
-                           f"FROM read_parquet({plist}, union_by_name=true) r {kept}")
+                           f"FROM {scan(paths)} r {kept}")
         # the parts read may lack some optional or custom fields the run has: empty there, of the type they have
         # in samples (a page of numbers stays numbers)
         selects.append(f"SELECT {', '.join(['NULL AS line', *(f'NULL::{t} AS {c}' for c, t in extras)])} WHERE false")
         return "(" + " UNION ALL BY NAME ".join(selects) + ")"
 
-    def samples_raw_sql(self, names: dict[str, str] | None = None, parts: list[tuple[int, str]] | None = None) -> str:
+    def samples_raw_sql(self, names: dict[str, str] | None = None, parts: list[tuple[int, str]] | None = None,
+                        scan: Scan | None = None) -> str:
         """Every sample passing the run's options (step range, per-step cap), texts cleaned (``parts``: of those cache
-        parts only, each column there even where they lack it)."""
+        parts only, each column there even where they lack it; ``scan``: see ``source_sql``)."""
         where = []
         lo, hi = self.options.whole_steps()
         if lo is not None:
@@ -422,8 +440,8 @@ class RunViews:
             # saw the files, so the same logs would keep other samples on another cache
             qualify = (f"QUALIFY row_number() OVER (PARTITION BY step ORDER BY line, file) "
                        f"<= {int(self.options.max_samples_per_step)}")
-        source = (self.samples_sql(self.parts(), names=names) if parts is None else
-                  self.samples_sql(parts, names=names, pad=True))
+        source = (self.samples_sql(self.parts(), names=names, scan=scan) if parts is None else
+                  self.samples_sql(parts, names=names, pad=True, scan=scan))
         return (f"SELECT * FROM ({source}) "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
 

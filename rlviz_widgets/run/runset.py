@@ -240,8 +240,8 @@ class SetViews:
         selects.append(f"SELECT {nulls} WHERE false")
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
-    def samples_raw_sql(self) -> str:
-        selects = [f"SELECT {literal(name)} AS run, * FROM ({r.relations.samples_raw_sql(self.column_names)})"
+    def samples_raw_sql(self, scan=None) -> str:
+        selects = [f"SELECT {literal(name)} AS run, * FROM ({r.relations.samples_raw_sql(self.column_names, scan=scan)})"
                    for name, r in self.runs.items()]
         return " UNION ALL BY NAME ".join(selects)
 
@@ -260,6 +260,10 @@ class SetViews:
             return
         for _, rel, mine, sub in self._split(parts, lines):
             rel.register_tokens(cur, mine, sub)
+
+    def token_sources(self) -> list[tuple[str, object]]:
+        """(name, Arrow source) of each run's token files as the runs name them now (``tokens_sql`` does too)."""
+        return [src for r in self.runs.values() for src in r.relations.token_sources()]
 
     def map_token_files(self) -> None:
         for r in self.runs.values():

@@ -719,13 +719,12 @@ def test_histogram_columns_and_sql_statements_are_checked(tmp_path, open_run):
     for query in ("", "-- a comment"):
         with pytest.raises(ValueError, match="no SQL statement"):
             run.sql(query)
-    with pytest.raises(ValueError, match="not DROP statements"):
-        run.sql("DROP VIEW samples")
-    with pytest.raises(ValueError, match="not CREATE"):
+    run.sql("DROP VIEW samples")  # the sandbox's own view, for the one call
+    with pytest.raises(ValueError, match="one statement at a time"):
         run.sql("SELECT 1; CREATE TABLE t AS SELECT 1")
-    for query in ("EXPLAIN ANALYZE DROP VIEW samples", "COPY _nums FROM '/nonexistent.csv'"):
-        with pytest.raises(ValueError, match="not (DROP|COPY) statements"):  # EXPLAIN ANALYZE runs what it explains
-            run.sql(query)
+    run.sql("EXPLAIN ANALYZE DROP VIEW samples")
+    with pytest.raises(ValueError, match="runs in a sandbox"):
+        run.sql("COPY _nums FROM '/nonexistent.csv'")
     assert len(run.samples) == 1 and run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1]
     assert len(run.sql("EXPLAIN SELECT * FROM samples")) > 0 and len(run.sql("EXPLAIN ANALYZE SELECT 1")) > 0
     assert run.sql("PIVOT samples ON step USING count(*)").shape[0] == 1  # a MULTI statement to DuckDB
@@ -750,12 +749,15 @@ def test_sql_cannot_write_into_the_log_folder_by_a_comment_or_a_setting(tmp_path
                   f"EXPLAIN (ANALYZE) COPY samples TO '{logs}/d.csv'",
                   f"EXPLAIN (FORMAT json, ANALYZE) COPY samples TO '{logs}/e.csv'",
                   "/* a /* nested */ comment */ EXPLAIN ANALYZE DROP VIEW samples"):
-        with pytest.raises(ValueError, match="not (COPY|DROP) statements"):
+        if "DROP" in query:
+            run.sql(query)  # the sandbox's own view
+            continue
+        with pytest.raises(ValueError, match="runs in a sandbox"):
             run.sql(query)
     for query in (f"CALL enable_logging(storage='file', storage_path='{logs}')",
                   f"SELECT * FROM Enable_Logging (storage='file', storage_path='{logs}')",
                   "PRAGMA enable_profiling"):
-        with pytest.raises(ValueError, match="not (CALL enable_logging|PRAGMA enable_profiling) statements"):
+        with pytest.raises(ValueError, match="runs in a sandbox"):
             run.sql(query)
     with pytest.raises(duckdb.Error, match="configuration"):  # and the settings are locked (DuckDB 2.0: so is
         run.relations.cursors.db.execute("SET threads = 1")  # enable_logging, which DuckDB 1.5 lets by)
@@ -767,7 +769,11 @@ def test_sql_cannot_write_into_the_log_folder_by_a_comment_or_a_setting(tmp_path
     for query in (f"PRAGMA import_database('{exported}')", f"/* x */ pragma Import_Database('{exported}')",
                   "PRAGMA copy_database('memory', 'other')"):
         # (DuckDB 1.5 gives the statements the pragma would run: refused for what they are)
-        with pytest.raises(ValueError, match=r"not .*(PRAGMA (import|copy)_database|COPY|DROP|CREATE).* statements"):
+        if "copy_database" in query:  # into no database there is: an error of the query's own
+            with pytest.raises(duckdb.Error):
+                run.sql(query)
+            continue
+        with pytest.raises(ValueError, match="runs in a sandbox"):
             run.sql(query)
     assert run.sql("PRAGMA show_tables")["name"].tolist() and len(run.sql("PRAGMA table_info('samples')")) > 5
     assert run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [1] and len(run.samples) == 1
@@ -835,7 +841,7 @@ def test_sql_runs_one_query_given_as_text(tmp_path, open_run):
         run.sql("SELECT 1; SELECT 2")
     with pytest.raises(TypeError, match="run.sql takes SQL as text"):
         run.sql(123)
-    with pytest.raises(ValueError, match=r"\(CALL, EXPLAIN, PIVOT, PRAGMA, SELECT\), not INSTALL or LOAD statements"):
+    with pytest.raises(ValueError, match="runs in a sandbox"):
         run.sql("INSTALL httpfs")
     assert run.sql("SELECT 1 AS x;").x.tolist() == [1]
 

@@ -125,7 +125,7 @@ def test_a_sets_cursors_always_match_its_views(tmp_path, open_run, monkeypatch):
         f.write(log.read_text().splitlines()[0] + "\n")
     monkeypatch.setattr(SetViews, "follow", lambda self: False)  # the set has not followed yet (another thread's turn)
     assert a.refresh()
-    assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before  # the set's views, as they were
+    assert rs.query_frame("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before  # the set's views, as they were
     monkeypatch.undo()
     assert rs.sql("SELECT count(*) AS n FROM tokens")["n"].iloc[0] == before + 4  # followed: a's new sample too
 
