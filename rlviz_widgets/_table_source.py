@@ -13,7 +13,7 @@ import pandas as pd
 
 from rlviz_widgets._sql import ident
 from rlviz_widgets._store.cache import spill_to_temp
-from rlviz_widgets.run import _sqlguard as sqlguard
+from rlviz_widgets._where import condition, names_any
 
 TEXT_CLIP = 300
 DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
@@ -150,7 +150,7 @@ class TableSource:
         if where != self._where_checked[0]:
             # bound over the numbers in memory where it names no text (half the time of the view: a brush asks often)
             rel = self.nums if isinstance(where, str) and self._numeric_only(where) else self.full
-            self._where_checked = (where, sqlguard.condition(self.con, where, rel))
+            self._where_checked = (where, condition(self.con, where, rel))
         return self._where_checked[1]
 
     def check(self, where: str) -> None:
@@ -189,7 +189,7 @@ class TableSource:
 
     def _numeric_only(self, where: str) -> bool:
         """Whether ``where`` names no text column (in any letter case, as DuckDB reads names)."""
-        return not sqlguard.names_any(where, self.text_columns)
+        return not names_any(where, self.text_columns)
 
     def count(self, search: str = "", where: str = "") -> int:
         if self._counted[0] != (search, where):  # ``check`` counts what the table then counts again

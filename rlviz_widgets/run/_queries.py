@@ -19,7 +19,7 @@ from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.custom_columns import RESERVED
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._sql import bin_count, mean_sql, std_sql
-from rlviz_widgets.run import _sqlguard as sqlguard
+from rlviz_widgets._where import condition, names_any
 from rlviz_widgets.run._sandbox import Sandbox
 from rlviz_widgets.run._views import ID_STRIDE, TOKEN_FIELDS
 
@@ -31,6 +31,7 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOKEN_METRIC_ORDER = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
 SIGNED_METRICS = ("token_reward", "log_ratio", "value")
 DOMAIN_SAMPLES = 400  # samples whose tokens set a step's or the run's colour limits
+MAX_DOMAINS = 256  # colour limits kept (least recently asked dropped first)
 
 
 def _binning(lo: float, hi: float, bins: int):
@@ -135,7 +136,7 @@ class Frames(metaclass=ABCMeta):
     def _forget(self) -> None:
         """What was computed from the views, forgotten (kept while they stay: ``_fresh``)."""
         self._steps_cache: pd.DataFrame | None = None
-        self._where_checked: tuple = (None, "")  # ((where, views' builds), the condition sqlguard gave)
+        self._where_checked: tuple = (None, "")  # ((where, views' builds), the condition ``_where.condition`` gave)
         self._domains: OrderedDict = OrderedDict()  # least recently asked first (``MAX_DOMAINS``)
         self._built = self._rel.builds  # the views they were computed from
         self._sandbox = getattr(self, "_sandbox", None) or Sandbox()  # kept: its datasets of parts outlive views
@@ -163,8 +164,6 @@ class Frames(metaclass=ABCMeta):
         """A cursor for one query of a widget's or a tool's, given the token files; unlike ``con``'s, never given new
         ones by a refresh (it may be busy in another thread then): take a new one per query."""
         return self._rel.cursor()
-
-    _cursor = cursor  # the name widgets knew it by
 
     @property
     def samples(self) -> pd.DataFrame:
@@ -212,19 +211,17 @@ class Frames(metaclass=ABCMeta):
                 f"{'WHERE ' + where if where else ''} GROUP BY step)) ORDER BY step")
 
     def check_where(self, where: str) -> str:
-        """``where`` checked to be one SQL condition over ``samples``, in parentheses (``sqlguard.condition``): a
+        """``where`` checked to be one SQL condition over ``samples``, in parentheses (``_where.condition``): a
         ValueError says what is wrong with it."""
         key = (where, self._rel.builds)  # bound once while the views stay (a brushed view asks on every redraw)
         if self._where_checked[0] != key:
             with self._rel.cursor() as cur:  # given the token files: a where may ask the tokens view
-                self._where_checked = (key, sqlguard.condition(cur, where, "samples"))
+                self._where_checked = (key, condition(cur, where, "samples"))
         return self._where_checked[1]
-
-    _condition = check_where  # the name widgets knew it by
 
     def _numeric(self, where: str = "") -> str:
         """The in-memory numeric table when ``where`` needs no column it lacks, else the full view."""
-        return "samples" if where and sqlguard.names_any(where, self._rel.nums.not_in_nums) else "_nums"
+        return "samples" if where and names_any(where, self._rel.nums.not_in_nums) else "_nums"
 
     def reward_histogram(self, column: str = "reward", bins: int = 30, where: str = "") -> pd.DataFrame:
         """Counts per (step, bin) on one set of bin edges shared by every step.
@@ -336,8 +333,6 @@ class Frames(metaclass=ABCMeta):
         changed)."""
         return self._tokens_of(self._in_run(id_list(sample_ids)))
 
-    _tokens = held_tokens  # the name widgets knew it by
-
     def _tokens_of(self, ids: list[int], limit: int | None = None) -> pd.DataFrame:
         """``tokens`` of ids the run holds (``limit``: the first that many of each)."""
         by_file = ids_by_file(ids)
@@ -360,8 +355,6 @@ class Frames(metaclass=ABCMeta):
     def held_rows(self, sample_ids: Iterable[int], columns: list[str] | None = None) -> pd.DataFrame:
         """``rows`` of those of the ids the run holds (the others left out)."""
         return self._rows_of(self._in_run(id_list(sample_ids)), columns)
-
-    _rows = held_rows  # the name widgets knew it by
 
     def _rows_of(self, ids: list[int], columns: list[str] | None = None) -> pd.DataFrame:
         """``rows`` of ids the run holds."""
@@ -462,7 +455,9 @@ class Frames(metaclass=ABCMeta):
         if metric not in self.token_metrics:
             raise KeyError(f"no token metric {metric!r}; this run has {', '.join(self.token_metrics)}")
         key = (metric, scope, tuple(sorted(steps)) if steps is not None and scope == "step" else None)
-        if key not in self._domains:
+        if key in self._domains:
+            self._domains.move_to_end(key)
+        else:
             # a fixed, spread-out subset of samples is enough for a p99, and keeps this fast on
             # runs of hundreds of millions of tokens (only their row groups are read)
             cond = f"WHERE step IN ({', '.join(str(int(s)) for s in key[2])})" if key[2] else ""
@@ -478,6 +473,8 @@ class Frames(metaclass=ABCMeta):
             else:
                 q = float(np.quantile(vals, 0.99)) if len(vals) else 0.0
                 self._domains[key] = (0.0, q if q > 0 else 1.0)
+            while len(self._domains) > MAX_DOMAINS:  # each distinct steps list is a key: a browser can ask many
+                self._domains.popitem(last=False)
         return self._domains[key]
 
     def query_frame(self, query: str, params: list | None = None) -> pd.DataFrame:

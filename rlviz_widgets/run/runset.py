@@ -241,7 +241,8 @@ class SetViews:
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
     def samples_raw_sql(self, scan=None) -> str:
-        selects = [f"SELECT {literal(name)} AS run, * FROM ({r.relations.samples_raw_sql(self.column_names, scan=scan)})"
+        selects = [f"SELECT {literal(name)} AS run, * FROM "
+                   f"({r.relations.samples_raw_sql(self.column_names, scan=scan)})"
                    for name, r in self.runs.items()]
         return " UNION ALL BY NAME ".join(selects)
 

@@ -93,8 +93,6 @@ def test_a_domain_request_is_bounded(run):
     assert ok["ok"] is True and ok["result"]["hi"] > 0 and not strip.error and not browser.escaped
 
 
-@pytest.mark.xfail(strict=True, reason="the LRU belongs in Run.token_domain (run/_queries.py, being split now): "
-                   "a bounded OrderedDict of MAX_DOMAINS entries; drop this mark when it lands")
 def test_the_domain_cache_is_bounded(run):
     """Every distinct steps list was cached for good: 2,000 requests took RSS from 231 to 622 MB."""
     from rlviz_widgets.run._queries import MAX_DOMAINS
