@@ -135,6 +135,24 @@ def test_selection_opens_detail_and_tokens(view):
     assert str(sid) in view.detail.value
 
 
+def test_the_detail_follows_the_filter(view):
+    """A brush that filtered out the sample shown left its detail and strip on screen, and ``selected`` held it."""
+    s = view.run.samples
+    early, late = (int(s[s.step == k].sample_id.iloc[0]) for k in (1, 4))
+    view.selected_ids = [late, early]  # the detail shows the last picked
+    view.filter(steps=(3, 5))  # early leaves: the detail shows late, saying the one shown left
+    assert view.selected_ids == [late] and view.selected.sample_id.tolist() == [late]
+    assert "the sample shown left the filter" in view.detail.value and f"<b>{late}</b>" in view.detail.value
+    assert view.strip.sample_ids == [late]
+    view.filter(search="no such text anywhere")  # late leaves too: nothing is shown, the note says why
+    assert view.selected_ids == [] and view.strip.sample_ids == [] and view.strip.layout.display == "none"
+    assert "the sample shown left the filter" in view.detail.value and f"<b>{late}</b>" not in view.detail.value
+    view.clear()
+    view.selected_ids = [late]
+    view.filter(steps=(3, 5))  # still passing: kept, no note
+    assert view.selected_ids == [late] and "left the filter" not in view.detail.value
+
+
 def test_detail_escapes_model_text(logs, cache_dir):
     rec = make_record(random.Random(1), 0, 0, 6, progress=0.0)
     rec["response"] = '<img src=x onerror="alert(1)"><script>alert(2)</script>'

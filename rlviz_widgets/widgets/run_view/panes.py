@@ -18,6 +18,9 @@ BOX_STYLE = ("style='white-space: pre-wrap; word-break: break-word; margin: 0; p
              "font-family: var(--jp-code-font-family, monospace); font-size: 12px; max-height: 240px; "
              "overflow: auto'")
 
+LEFT_FILTER_HTML = ("<div class='rlv-detail-note' style='color: var(--jp-ui-font-color2, #666); margin: 6px 0'>"
+                    "the sample shown left the filter</div>")
+
 
 def clip(text: str, limit: int = MAX_CARD_CHARS) -> str:
     """``text`` cut to ``limit`` characters, saying so."""

@@ -233,10 +233,26 @@ class RunView(W.VBox):
             self._sync_slider()
         self.table.where = self.condition
         self._refresh_frame("filtered")
+        self._keep_passing()
 
     @traitlets.observe("search")
     def _on_search(self, _change) -> None:
         self._refresh_frame("filtered")
+        self._keep_passing()
+
+    def _keep_passing(self) -> None:
+        """The picked rows the filters now leave out are let go (``selected`` is of the rows shown); when the one
+        in the detail was among them, the detail says so above the last picked one left, if any."""
+        ids = self.selected_ids
+        if not ids:
+            return
+        passing = set(self.table.ids_matching(self.search, self.condition))
+        kept = [i for i in ids if i in passing]
+        if kept == ids:
+            return
+        self.selected_ids = kept
+        if ids[-1] not in passing:
+            self.detail.value = panes.LEFT_FILTER_HTML + self.detail.value
 
     @traitlets.observe("selected_ids")
     def _on_selected(self, _change) -> None:
