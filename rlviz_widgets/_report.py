@@ -83,7 +83,7 @@ def metadata(run: Run) -> dict:
 
 
 def _range(rng) -> str | None:
-    return None if rng is None else f"{rng[0]} … {rng[1]}"
+    return None if rng is None else " … ".join("open" if v is None else f"{v:g}" for v in rng)
 
 
 def filters(view, table: dict) -> dict:
