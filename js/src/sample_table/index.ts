@@ -16,7 +16,7 @@ import { el, ModelEvents } from "../lib/dom";
 import { CSS } from "./style";
 import { Pager } from "./pager";
 import { Rows, ROW_HEIGHT } from "./rows";
-import { Header } from "./header";
+import { Header, type Tracks } from "./header";
 import { Toolbar } from "./toolbar";
 import { Selection } from "./selection";
 import { ExpandedCell } from "./expanded";
@@ -85,7 +85,7 @@ class SampleTableView {
     );
     this.errorLine = el(doc, "div", "rlv-error");
     this.errorLine.setAttribute("role", "alert");
-    this.header = new Header(doc, (name) => this.sortBy(name));
+    this.header = new Header(doc, (name) => this.sortBy(name), (tracks) => this.applyTracks(tracks));
     this.rows = new Rows(doc, () => this.height);
     this.expanded = new ExpandedCell(
       doc,
@@ -152,10 +152,14 @@ class SampleTableView {
 
   // ------------------------------------------------------------------ header and rows
   private buildHeader(): void {
-    const { template, minWidth } = this.header.build(this.columns);
+    this.applyTracks(this.header.build(this.columns));
+    this.showSort();
+  }
+
+  /** The header's grid columns, on the rows too (a resized column resizes its cells). */
+  private applyTracks({ template, minWidth }: Tracks): void {
     this.root.style.setProperty("--rlv-cols", template);
     this.rows.spacer.style.minWidth = `${minWidth}px`;
-    this.showSort();
   }
 
   private showSort(): void {
@@ -322,6 +326,7 @@ class SampleTableView {
     this.disposed = true;
     this.pager.dispose();
     this.toolbar.dispose();
+    this.header.dispose();
     this.events.dispose();
     this.rpc.dispose();
     this.themeObserver?.disconnect();

@@ -51,10 +51,18 @@ export const CSS = `
 .rlv-error:empty { display: none; }
 .rlv-head-wrap { overflow: hidden; scrollbar-gutter: stable; border-bottom: 1px solid var(--rlv-border); background: var(--rlv-bg2); }
 .rlv-head, .rlv-row { display: grid; grid-template-columns: var(--rlv-cols); }
-.rlv-th { padding: 0 6px; height: 28px; line-height: 28px; font-weight: 600; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; cursor: pointer; user-select: none; border-right: 1px solid var(--rlv-border); }
+/* Two lines of name, broken at the <wbr> after each "_" (labels.ts picks a label that fits them); the
+   full name is the cell's title. */
+.rlv-th { position: relative; display: flex; align-items: center; padding: 0 8px 0 6px; height: 36px; line-height: 15px; font-weight: 600; overflow: hidden; cursor: pointer; user-select: none; border-right: 1px solid var(--rlv-border); }
+.rlv-th.rlv-num { justify-content: flex-end; text-align: right; }
+.rlv-th-name { display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2; line-clamp: 2; overflow: hidden; white-space: normal; overflow-wrap: anywhere; min-width: 0; }
 .rlv-th:hover { color: var(--rlv-brand); }
 .rlv-th.rlv-sorted { color: var(--rlv-brand); }
-.rlv-arrow { margin-left: 3px; }
+.rlv-arrow { margin-left: 3px; flex: none; }
+.rlv-arrow:empty { display: none; }
+.rlv-resize { position: absolute; top: 0; right: 0; width: 7px; height: 100%; cursor: col-resize; z-index: 1; }
+.rlv-resize:hover, .rlv-resizing .rlv-resize:active { background: linear-gradient(to right, transparent 3px, var(--rlv-brand) 3px 5px, transparent 5px); }
+.rlv-head.rlv-resizing, .rlv-head.rlv-resizing .rlv-th { cursor: col-resize; }
 .rlv-scroll { position: relative; overflow: auto; outline: none; scrollbar-gutter: stable; overflow-anchor: none; }
 .rlv-scroll:focus-visible { box-shadow: inset 0 0 0 1px var(--rlv-brand); }
 .rlv-spacer { position: relative; }
