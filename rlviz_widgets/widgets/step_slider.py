@@ -25,7 +25,10 @@ class StepSlider(W.HBox):
     with its live readout; uneven ones an ``IntSlider`` over positions with the step shown beside it.
     """
 
-    value = traitlets.Int(None, allow_none=True, help="The step shown (None while the run has no steps).")
+    value = traitlets.Int(None, allow_none=True,
+                          help="The step picked; None while none is (every step shown, or a range: ``idle`` says).")
+
+    idle = traitlets.Unicode("all steps", help="What the slider says while no single step is picked.")
 
     def __init__(self, values: Sequence[int], description: str = "step", width: str = "420px"):
         self._values: list[int] = []
@@ -44,7 +47,7 @@ class StepSlider(W.HBox):
         return tuple(self._values)
 
     def set_values(self, values: Sequence[int]) -> None:
-        """Move over new step values; the step shown stays if it is still one of them, else the first is shown."""
+        """Move over new step values; the step picked stays if it is still one of them, else none is."""
         self._values = [int(v) for v in values]
         keep = self.value if self._index(self.value) is not None else None
         gaps = {b - a for a, b in zip(self._values, self._values[1:])}
@@ -61,11 +64,10 @@ class StepSlider(W.HBox):
                     s.max, s.min = hi, lo
                 else:
                     s.min, s.max = lo, hi
-                s.step, s.readout, s.disabled = step, self._by_value, not self._values
+                s.step, s.disabled = step, not self._values
         finally:
             self._moving = False
-        self._label.layout.display = "none" if self._by_value else None
-        self.value = keep if keep is not None else (self._values[0] if self._values else None)
+        self.value = keep
         self._show()
 
     def _index(self, step: int | None) -> int | None:
@@ -79,22 +81,23 @@ class StepSlider(W.HBox):
         step = proposal["value"]
         if step is not None and self._index(step) is None:
             raise traitlets.TraitError(f"{step!r} is not one of the run's steps")
-        if step is None and self._values:
-            raise traitlets.TraitError("a step is needed: the run has steps")
         return step
 
-    @traitlets.observe("value")
+    @traitlets.observe("value", "idle")
     def _show(self, _change=None) -> None:
+        """A step picked: the slider at it, read by its readout (or, over positions, the label beside it). None:
+        the handle at the first step and ``idle`` beside it, no number (a readout would read the first step)."""
         i = self._index(self.value)
-        if i is not None:
-            at = self.value if self._by_value else i
-            if self._slider.value != at:
-                self._moving = True
-                try:
-                    self._slider.value = at
-                finally:
-                    self._moving = False
-        self._label.value = "-" if self.value is None else str(self.value)
+        at = (self.value if self._by_value else i) if i is not None else self._slider.min
+        self._moving = True
+        try:
+            with self._slider.hold_trait_notifications():
+                self._slider.value = at
+                self._slider.readout = self._by_value and i is not None
+        finally:
+            self._moving = False
+        self._label.value = self.idle if i is None else str(self.value)
+        self._label.layout.display = "none" if self._by_value and i is not None else None
 
     def _on_slider(self, change) -> None:
         if self._moving or not self._values:

@@ -90,6 +90,10 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
     expect(slider).to_have_count(1)
     slider.scroll_into_view_if_needed()
     readout = slider.locator(".widget-readout")
+    label = slider.locator("xpath=..").locator(":scope > .widget-label")
+    expect(readout).to_be_hidden()  # no step filter: the slider says so, not "0"
+    expect(label).to_have_text("all steps")
+    nb.exec("even.filter(steps=(0, 0))")
     expect(readout).to_be_visible()
     expect(readout).to_have_text("0")
     track = slider.locator(".noUi-base, .noUi-target").first.bounding_box()
@@ -104,7 +108,7 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
         page.wait_for_timeout(150)
         seen.append(readout.inner_text().strip())
     assert seen == ["10", "20", "30"], f"readout while dragging: {seen}"
-    assert nb.eval("even.steps") is None  # continuous_update=False: nothing sent before the release
+    assert nb.eval("even.steps") == [0, 0]  # continuous_update=False: nothing sent before the release
     page.mouse.up()
     nb.wait_for("even.steps", lambda v: v == [30, 30], what="even.steps after the drag")
     assert nb.eval("even.step_slider.value") == 30
@@ -136,7 +140,7 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
     label = slider.locator("xpath=..").locator(":scope > .widget-label")
     expect(label).to_have_count(1)
     expect(label).to_be_visible()
-    expect(label).to_have_text("3")
+    expect(label).to_have_text("all steps")  # no step filter; the handle at the first position (step 3)
     expect(slider.locator(".widget-readout")).to_be_hidden()  # a position would mean nothing to a reader
     handle = slider.locator(".noUi-handle").first
     handle.focus()

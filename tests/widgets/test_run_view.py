@@ -187,6 +187,25 @@ def test_step_navigation_uses_real_step_values(tmp_path, cache_dir):
         view.step_slider.value = 51
 
 
+def test_the_step_slider_says_all_steps_while_no_step_filter_applies(tmp_path, cache_dir):
+    """The slider sat at 0, its readout saying "0", while every step was shown."""
+    write_log(tmp_path / "gappy", steps=4, samples_per_step=4, tokens=8, ranks=1, step_gap=50)
+    view = rw.RunView(tmp_path / "gappy", cache_dir=cache_dir, progress=False)
+    slider, label = view.step_slider.children
+    assert view.step_slider.value is None and not slider.readout and label.layout.display != "none"
+    assert label.value == "all steps"
+    view.step_slider.value = 100  # a step picked: its number, the slider's own readout
+    assert view.steps == (100, 100) and slider.readout and label.layout.display == "none"
+    view.filter(steps=(50, 150))  # a range: no single step, said beside the slider
+    assert view.step_slider.value is None and not slider.readout and label.value == "steps 50–150"
+    view.filter(steps=(None, 100))
+    assert label.value == "steps ≤ 100"
+    view.filter(steps=(0, 0))
+    assert view.step_slider.value == 0 and slider.readout
+    view.clear()
+    assert view.step_slider.value is None and label.value == "all steps" and not slider.readout
+
+
 def test_a_step_slider_over_uneven_steps_moves_over_positions(tmp_path, cache_dir):
     log = tmp_path / "uneven"
     log.mkdir()
@@ -194,7 +213,7 @@ def test_a_step_slider_over_uneven_steps_moves_over_positions(tmp_path, cache_di
                                          for s in (3, 5, 40)))
     view = rw.RunView(log, cache_dir=cache_dir, progress=False)
     slider, label = view.step_slider.children
-    assert (slider.min, slider.max, slider.readout) == (0, 2, False) and label.value == "3"
+    assert (slider.min, slider.max, slider.readout) == (0, 2, False) and label.value == "all steps"
     slider.value = 2  # the label beside it shows the step
     assert view.steps == (40, 40) and label.value == "40"
     with open(log / "r.jsonl", "a") as f:  # steps evenly spaced no more, or again: the slider follows
@@ -222,7 +241,7 @@ def test_step_slider_state_does_not_grow_with_the_steps(tmp_path, cache_dir):
         for s in range(5000):
             f.write(json.dumps({"step": s * 1000, "prompt": "p", "response": "r", "reward": s / 5000}) + "\n")
     view = rw.RunView(logs, cache_dir=cache_dir, progress=False)
-    assert view.step_slider.value == 0 and view.step_slider.values[-1] == 4_999_000
+    assert view.step_slider.value is None and view.step_slider.values[-1] == 4_999_000
     assert _synced_bytes(view.step_slider) < 10_000
     with open(logs / "r.jsonl", "a") as f:
         f.write(json.dumps({"step": 5_000_000, "prompt": "p", "response": "r", "reward": 1.0}) + "\n")

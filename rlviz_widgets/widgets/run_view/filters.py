@@ -61,6 +61,16 @@ def condition(steps: Range | None, reward: Range | None, where: str) -> str:
     return " AND ".join(conds)
 
 
+def steps_label(steps: Range | None) -> str:
+    """The step filter in words, for the step slider while no single step is picked: "all steps", "steps 5–9"."""
+    lo, hi = steps or (None, None)
+    if lo is None and hi is None:
+        return "all steps"
+    if lo is None or hi is None:
+        return f"steps ≤ {hi:g}" if lo is None else f"steps ≥ {lo:g}"
+    return f"step {lo:g}" if lo == hi else f"steps {lo:g}–{hi:g}"
+
+
 def step_by(values: list[int], current: float | None, delta: int) -> int | None:
     """The step after (``delta`` > 0) or before ``current`` in the sorted ``values`` (the first one when
     ``current`` is None), kept within them; None without steps."""

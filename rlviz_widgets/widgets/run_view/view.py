@@ -16,7 +16,7 @@ from rlviz_widgets.run.run import Run, open_run
 from rlviz_widgets.run.runset import RunSet
 from rlviz_widgets.widgets.chart import ChartWidget
 from rlviz_widgets.widgets.run_view import panes
-from rlviz_widgets.widgets.run_view.filters import UNSET, condition, normalise_range, step_by
+from rlviz_widgets.widgets.run_view.filters import UNSET, condition, normalise_range, step_by, steps_label
 from rlviz_widgets.widgets.run_view.following import Follower
 from rlviz_widgets.widgets.run_view.groups_tab import GroupsTab
 from rlviz_widgets.widgets.sample_table import SampleTable
@@ -303,13 +303,15 @@ class RunView(W.VBox):
             self.steps = (s, s)
 
     def _sync_slider(self) -> None:
-        values = set(self.run.step_values)
-        if self.steps and self.steps[0] == self.steps[1] and self.steps[0] in values:
-            self._syncing = True
-            try:
-                self.step_slider.value = int(self.steps[0])
-            finally:
-                self._syncing = False
+        """The slider at the one step filtered; else at none, saying what is shown (every step, or a range)."""
+        one = self.steps[0] if self.steps and self.steps[0] == self.steps[1] else None
+        self._syncing = True
+        try:
+            with self.step_slider.hold_trait_notifications():
+                self.step_slider.idle = steps_label(self.steps)
+                self.step_slider.value = int(one) if one in set(self.run.step_values) else None
+        finally:
+            self._syncing = False
 
     def _step_by(self, delta: int) -> None:
         step = step_by(list(self.run.step_values), self.steps[0] if self.steps else None, delta)
