@@ -106,3 +106,8 @@ def spread_counts(groups_frame: pd.DataFrame) -> tuple[int, int, int, int]:
     if not len(multi):
         return 0, 0, 0, 0
     return len(multi), int(multi["size"].min()), int(multi["size"].max()), int(multi["zero_spread"].sum())
+
+
+def sizes_text(smallest: int, largest: int) -> str:
+    """The sizes of groups in words: "8 responses" when all have 8, else "4–8 responses"."""
+    return f"{smallest} responses" if smallest == largest else f"{smallest}–{largest} responses"

@@ -50,12 +50,17 @@ def test_group_tab_in_run_view(tmp_path, cache_dir):
     assert view.group_table is None  # built when the tab is opened
     view.tabs.selected_index = 1
     assert view.group_table.row_count == 6 and view.group_table.sort_by == "reward_std"
-    assert "6</b> groups of 8" in view.group_summary.value
+    assert "6</b> groups of 8 responses" in view.group_summary.value  # not "8–8 responses"
     view.group_table.selected_ids = [2]
     row = view.groups.iloc[2]
     assert sorted(view.group_strip.sample_ids) == sorted(row["sample_ids"])
     assert view.group_detail.value.count("rlv-group-card") == 8
     assert "The same prompt across steps" in view.prompt_history.value
+
+
+def test_group_sizes_in_words():
+    """The groups tab said "8–8 responses" of groups all of 8."""
+    assert groups.sizes_text(8, 8) == "8 responses" and groups.sizes_text(2, 8) == "2–8 responses"
 
 
 def test_single_response_logs_say_there_are_no_groups(tmp_path, cache_dir):

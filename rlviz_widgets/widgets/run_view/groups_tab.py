@@ -82,8 +82,8 @@ class GroupsTab(W.VBox):
         if not n:
             return ("<div class='rlv-groups-summary'>Every prompt has a single response at each step: "
                     "no GRPO groups in this log.</div>")
-        return (f"<div class='rlv-groups-summary'><b>{n:,}</b> groups of {smallest}–"
-                f"{largest} responses · <b style='color: var(--jp-warn-color0, #b45309)'>"
+        return (f"<div class='rlv-groups-summary'><b>{n:,}</b> groups of {groupsmod.sizes_text(smallest, largest)}"
+                f" · <b style='color: var(--jp-warn-color0, #b45309)'>"
                 f"{zero:,}</b> with zero reward spread (no learning signal) · sort the table by reward_std or "
                 f"zero_spread; click a group to see its responses</div>")
 
