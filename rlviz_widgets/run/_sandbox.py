@@ -121,6 +121,8 @@ class Sandbox:
         cachemod.spill_to_temp(con)  # (an in-memory database spills into the working directory)
         con.execute(f"CREATE VIEW _samples_raw AS {raw}")
         con.execute(f"CREATE VIEW samples AS {SAMPLES_VIEW}")
+        texts = ", ".join(f'"{c}"' for c in rel.nums.not_in_nums)  # the run's _nums: what steps_sql() reads
+        con.execute(f"CREATE VIEW _nums AS SELECT * {f'EXCLUDE ({texts})' if texts else ''} FROM _samples_raw")
         con.execute(f"CREATE VIEW tokens AS {tokens_view(tokens, '_samples_raw')}")
         for setting in LOCKDOWN:
             _set(con, setting)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from rlviz_widgets.run.runset import RunSet
@@ -60,11 +61,13 @@ def _attempts(out: Path, logs: Path, part: str, exported: Path) -> list[tuple[st
         (f"PRAGMA profile_output = '{out}/prof.txt'", "refused"),
         (f"PRAGMA import_database('{exported}')", "refused"),
         # the run's own tables and views: out of reach (the sandbox's are its own, one call long)
-        ("CREATE OR REPLACE TABLE _nums AS PIVOT (SELECT 1 k, 2 v) ON k USING first(v)", "harmless"),
+        ("CREATE OR REPLACE TABLE _nums AS PIVOT (SELECT 1 k, 2 v) ON k USING first(v)", "error"),  # a view there
+        ("CREATE OR REPLACE VIEW _nums AS SELECT 1 AS k, 2 AS v", "harmless"),
         ("DROP VIEW samples", "harmless"),
         ("CREATE OR REPLACE TEMP VIEW samples AS SELECT 1 AS x", "harmless"),
         ("EXPLAIN ANALYZE DROP VIEW tokens", "harmless"),
-        ("SELECT count(*) FROM _nums", "refused"),  # not there: the run's internal table
+        ("SELECT count(*) FROM _nums", "harmless"),  # the sandbox's own view of the numbers (steps_sql reads it)
+        ("SELECT count(*) FROM _tokens_0_1", "refused"),  # no such table: a name of the run's, not the sandbox's
         # several statements
         (f"SELECT 1; COPY samples TO '{out}/m.csv'", "one statement"),
         ("SELECT 1; DROP VIEW samples", "one statement"),
@@ -102,6 +105,9 @@ def test_every_attempt_is_refused_or_harmless_and_writes_nothing(world):
             with pytest.raises(ValueError, match=REFUSED) as err:
                 run.sql(query)
             assert isinstance(err.value, PermissionError), query
+        elif outcome == "error":  # an error of the query's own, in the sandbox
+            with pytest.raises(duckdb.Error):
+                run.sql(query)
         elif outcome == "one statement":
             with pytest.raises(ValueError, match="one statement at a time; 2 were given"):
                 run.sql(query)
@@ -116,7 +122,7 @@ def test_every_attempt_is_refused_or_harmless_and_writes_nothing(world):
 def test_an_internal_table_replaced_by_the_user_leaves_the_run_as_it_was(world):
     """``CREATE OR REPLACE TABLE _nums AS PIVOT ...`` made run.n_samples 1 and every search fail."""
     _, _, run, _, _ = world
-    run.sql("CREATE OR REPLACE TABLE _nums AS PIVOT (SELECT 1 k, 2 v) ON k USING first(v)")
+    run.sql("CREATE OR REPLACE VIEW _nums AS SELECT 1 AS k, 2 AS v")
     assert run.n_samples == 6 and run.histograms(["reward"], where="step > 0")["count"].sum() == 4
     assert run.sql("SELECT count(*) AS n FROM samples").n.tolist() == [6]
 
@@ -148,7 +154,7 @@ def test_a_runset_sql_runs_in_the_sandbox_too(tmp_path, open_run):
                   "SELECT * FROM read_text('/etc/passwd')", "INSTALL httpfs", "SET threads = 1"):
         with pytest.raises(ValueError, match=REFUSED):
             rs.sql(query)
-    rs.sql("CREATE OR REPLACE TABLE _nums AS SELECT 1 AS k")
+    rs.sql("CREATE OR REPLACE VIEW _nums AS SELECT 1 AS k")
     assert folder_fingerprint(tmp_path) == before
     got = rs.sql("SELECT run, count(*) AS n FROM samples GROUP BY run ORDER BY run")
     assert got.values.tolist() == [["a", 6], ["b", 4]] and rs.n_samples == 10
