@@ -15,7 +15,7 @@ import warnings
 from rlviz_widgets import Run, cache_usage, prune_cache
 from rlviz_widgets._ingest.readers import READERS
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN
-from rlviz_widgets._problems import LogWarning
+from rlviz_widgets._problems import SEE_EVERY_ONE, LogWarning, problems_text
 from rlviz_widgets.demo import demo_sources
 from rlviz_widgets.run import OpenOptions
 
@@ -45,6 +45,8 @@ def _main(argv: list[str] | None = None) -> int:
                     help="the logs' format (default: told from their files)")
     ap.add_argument("--pad-token", default=DEFAULT_PAD_TOKEN, metavar="TEXT",
                     help=f"stripped from the texts shown (default: {DEFAULT_PAD_TOKEN}; '' strips nothing)")
+    ap.add_argument("--problems", action="store_true",
+                    help="list every problem found in the logs (file, line, kind, message) after each summary")
     ap.add_argument("--cache-usage", action="store_true", help="list what the cache holds, per log file, and stop")
     ap.add_argument("--prune-cache", action="store_true",
                     help="delete the cache of logs gone and of other package versions (unless in use), and stop")
@@ -76,7 +78,9 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"== {src}  (opened in {time.perf_counter() - t:.2f}s)")
         for w in said:  # an option that kept nothing: said here in our words, not at runpy's line
             print(f"{ap.prog}: warning: {w.message}", file=sys.stderr)
-        print(run.summary())
+        # a terminal has no `run` to look in: the summary points to the flag that lists them
+        see = "Every one is listed below." if args.problems else f"Run {ap.prog} --problems to list every one."
+        print(run.summary().replace(SEE_EVERY_ONE, see))
         steps = run.steps
         if len(steps):
             cols = [c for c in ("step", "samples", "reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
@@ -84,6 +88,8 @@ def _main(argv: list[str] | None = None) -> int:
             print(steps[cols].to_string(index=False, max_rows=12, float_format=lambda v: f"{v:.4g}"))
         else:
             empty.append(src)
+        if args.problems:
+            print(f"-- problems of {src}\n{problems_text(run.problems)}")
         print()
     for src in empty:  # a file that is no JSON lines, say: not a success
         print(f"{ap.prog}: no samples read from {src} (see its problems, or the warnings, above)", file=sys.stderr)

@@ -46,15 +46,28 @@ def problems_frame(problems: list[Problem]) -> pd.DataFrame:
     return pd.DataFrame([asdict(p) for p in problems], columns=PROBLEM_COLUMNS)
 
 
-def summarize(problems: list[Problem], limit: int = 3) -> str:
-    """One readable paragraph: counts per kind and the first few locations."""
+SEE_EVERY_ONE = "See run.problems for every one."  # where a notebook's user finds them (the CLI says its own)
+
+
+def problems_text(frame: pd.DataFrame, width: int = 100) -> str:
+    """A :func:`problems_frame` as a plain-text table for a terminal, each message cut to ``width`` characters."""
+    if not len(frame):
+        return "no problems"
+    rows = [PROBLEM_COLUMNS] + [[str(r.file), str(r.line), str(r.kind), short(r.message, width).replace("\n", " ")]
+                                for r in frame.itertuples(index=False)]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return "\n".join("  ".join([*(v.ljust(w) for v, w in zip(row, widths)), row[3]]).rstrip() for row in rows)
+
+
+def summarize(problems: list[Problem], limit: int = 3, see: str = SEE_EVERY_ONE) -> str:
+    """One readable paragraph: counts per kind and the first few locations, then ``see`` (where the rest are)."""
     kinds = Counter(p.kind for p in problems)
     files = {p.file for p in problems}
     head = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in kinds.most_common())
     where = "; ".join(f"{p.file}:{p.line} {p.message}" for p in problems[:limit])
     more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
     return (f"{len(problems)} problem(s) in {len(files)} file(s): {head}. "
-            f"First: {where}{more}. See run.problems for every one.")
+            f"First: {where}{more}. {see}")
 
 
 def warn(problems: list[Problem]) -> None:

@@ -94,3 +94,32 @@ def test_output_piped_into_head_is_no_error(tmp_path):
     proc.stdout.close()  # as head does once it has its lines
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_the_problems_flag_lists_every_problem_and_the_summary_points_to_it(tmp_path):
+    """The CLI said "See run.problems for every one": a terminal has no ``run``. It points to ``--problems``, which
+    prints the table (file, line, kind, message)."""
+    log = tmp_path / "logs" / "r.jsonl"
+    log.parent.mkdir()
+    good = (ROOT / "rlviz_widgets" / "data" / "rlb_eval_poem_task.jsonl").read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(good[:3]) + b"not json\n" + b"".join(good[3:6]) + b"\n")
+    base = [sys.executable, "-m", "rlviz_widgets", str(log), "--cache-dir", str(tmp_path / "cache")]
+    out = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "run.problems" not in out.stdout and "python -m rlviz_widgets --problems" in out.stdout
+    out = subprocess.run(base + ["--problems"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    table = out.stdout.split("problems of ")[1].splitlines()
+    assert table[1].split() == ["file", "line", "kind", "message"], table
+    assert [ln.split()[1:3] for ln in table[2:4]] == [["4", "malformed_json"], ["8", "empty_line"]], table
+
+
+def test_problems_as_text_cut_long_messages():
+    from rlviz_widgets._problems import Problem, problems_frame, problems_text
+
+    frame = problems_frame([Problem("/logs/a.jsonl", 3, "wrong_type", "x" * 500), Problem("/logs/b.jsonl", 0,
+                                                                                         "empty_file", "empty")])
+    text = problems_text(frame, width=60)
+    assert max(map(len, text.splitlines())) < 120 and "x" * 61 not in text and "x" * 60 + "…" in text
+    assert "/logs/b.jsonl" in text and "empty_file" in text
+    assert problems_text(problems_frame([])) == "no problems"
