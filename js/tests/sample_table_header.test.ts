@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import widget from "../src/sample_table";
 import { MIN_COLUMN_PX } from "../src/sample_table/header";
-import { charsPerLine, distinguishingLengths, fitsLines, headerLabels, shortLabel } from "../src/sample_table/labels";
+import { charsPerLine, distinguishingLengths, fitsLines, headerLabels, labelRoom, shortLabel, type Measure } from "../src/sample_table/labels";
 import type { ColumnInfo } from "../src/lib/protocol";
 import { FakeModel } from "./fake_model";
 
@@ -47,23 +47,32 @@ function mount(names: string[]) {
 }
 
 describe("header labels", () => {
-  test("two long names sharing a prefix read differently, at every width", () => {
+  test("two long names sharing a prefix read differently, at every width, within two lines", () => {
     for (let w = 40; w <= 400; w += 4) {
       const [a, b] = headerLabels(LONG, [w, w]);
       expect(a).not.toBe(b);
+      expect(fitsLines(a, labelRoom(w)) && fitsLines(b, labelRoom(w))).toBe(true);
       for (const l of [a, b]) expect(l.length <= 2 * charsPerLine(w) || l.endsWith("…")).toBe(true);
     }
     expect(headerLabels(["log_ratio_mean", "log_ratio_sum"], [96, 96])).toEqual(["log_ratio_mean", "log_ratio_sum"]);
   });
 
   test("names that fit two lines broken after '_' are shown whole; longer ones keep their distinguishing head", () => {
-    expect(fitsLines("log_ratio_mean", 10)).toBe(true); // "log_ratio_" / "mean"
-    expect(fitsLines("log_ratio_mean_x", 8)).toBe(false); // "log_" / "ratio_" / "mean_x"
-    expect(fitsLines("abcdefghijkl", 6)).toBe(true); // one piece wraps inside itself
+    // the fallback measure: 7px a character
+    expect(fitsLines("log_ratio_mean", 70)).toBe(true); // "log_ratio_" / "mean"
+    expect(fitsLines("log_ratio_mean_x", 56)).toBe(false); // "log_" / "ratio_" / "mean_x"
+    expect(fitsLines("abcdefghijkl", 42)).toBe(true); // one piece wraps inside itself
+    const wide: Measure = (t) => t.length * 10; // a wider font: the same name needs more room
+    expect(fitsLines("log_ratio_mean", 70, wide)).toBe(false);
+    expect(headerLabels(["log_ratio_mean", "log_ratio_sum"], [96, 96], wide)).not.toContain("log_ratio_mean");
     expect(distinguishingLengths(["reward", "reward_gap", "ref_reward"])).toEqual([6, 7, 3]);
-    const l = shortLabel("log_ratio_mean_over_prompt_tokens", 16, 9);
+    const name = "log_ratio_mean_over_prompt_tokens"; // differs from its neighbour at character 16
+    const l = shortLabel(name, 16, 140); // 20 characters a line: the head fits, then the end
     expect(l.startsWith("log_ratio_mean_o")).toBe(true);
-    expect(l).toContain("…");
+    expect(l.endsWith("tokens")).toBe(true);
+    // 9 characters a line: the shared prefix alone overflows, so the label starts where the names differ
+    expect(shortLabel(name, 16, 63)).toMatch(/^…ov/);
+    expect(fitsLines(shortLabel(name, 16, 63), 63)).toBe(true);
   });
 
   test("labels are distinct for many names sharing prefixes, and whole names are kept when they fit", () => {
@@ -71,6 +80,7 @@ describe("header labels", () => {
     for (const w of [40, 60, 96, 160, 500]) {
       const labels = headerLabels(names, names.map(() => w));
       expect(new Set(labels).size).toBe(names.length);
+      labels.forEach((l, i) => expect(l === names[i] || fitsLines(l, labelRoom(w))).toBe(true));
     }
     expect(headerLabels(names, names.map(() => 2000))).toEqual(names);
   });

@@ -6,7 +6,7 @@
 import type { ColumnInfo } from "../lib/protocol";
 import { isIdColumn } from "../lib/format";
 import { el } from "../lib/dom";
-import { breakPieces, headerLabels } from "./labels";
+import { breakPieces, charMeasure, headerLabels, type Measure } from "./labels";
 
 /** The narrowest a drag makes a column, in px. */
 export const MIN_COLUMN_PX = 40;
@@ -34,6 +34,7 @@ export class Header {
   /** Widths set by dragging, by column name. */
   private readonly widths = new Map<string, number>();
   private dragEndedAt = -Infinity;
+  private canvasEl: HTMLCanvasElement | undefined;
   private endDrag: (() => void) | null = null;
 
   /**
@@ -87,7 +88,14 @@ export class Header {
       th.append(el(this.doc, "span", "rlv-th-name"), el(this.doc, "span", "rlv-arrow"), handle);
       this.head.append(th);
     }
-    return this.relabel();
+    const tracks = this.relabel();
+    // not in the page yet: no font to measure with, so the labels are measured again once it is
+    if (!this.head.isConnected && typeof requestAnimationFrame === "function") {
+      requestAnimationFrame(() => {
+        if (this.head.isConnected && this.columns === columns) this.relabel();
+      });
+    }
+    return tracks;
   }
 
   /** The width of a column in px: dragged, else its track's. */
@@ -109,10 +117,29 @@ export class Header {
     const tracks = cols.map((c) => (this.widths.has(c.name) ? [`${this.widths.get(c.name)}px`, this.widths.get(c.name)!] as const : trackFor(c)));
     const minWidth = tracks.reduce((s, t) => s + t[1], 0);
     this.head.style.minWidth = `${minWidth}px`;
-    const labels = headerLabels(cols.map((c) => c.name), cols.map((c) => this.widthOf(c)));
+    const labels = headerLabels(cols.map((c) => c.name), cols.map((c) => this.widthOf(c)), this.measure());
     const ths = Array.from(this.head.children) as HTMLElement[];
     ths.forEach((th, i) => this.writeLabel(th.querySelector(".rlv-th-name") as HTMLElement, labels[i] ?? ""));
     return { template: tracks.map((t) => t[0]).join(" ") || "1fr", minWidth };
+  }
+
+  /** Text widths in the header's font, from a canvas where the page has one and its font is known. */
+  private measure(): Measure {
+    const span = this.head.querySelector(".rlv-th-name");
+    const ctx = span?.isConnected ? this.canvas()?.getContext("2d") : null;
+    const cs = ctx && span ? getComputedStyle(span) : null;
+    if (!ctx || !cs?.fontSize) return charMeasure;
+    ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    return (text) => ctx.measureText(text).width;
+  }
+
+  private canvas(): HTMLCanvasElement | null {
+    try {
+      this.canvasEl ??= this.doc.createElement("canvas");
+      return this.canvasEl;
+    } catch {
+      return null;
+    }
   }
 
   /** The label as text with a line-break opportunity after each `_` (text nodes only: names are data). */

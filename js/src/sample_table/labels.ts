@@ -8,33 +8,48 @@
 export const ELLIPSIS = "…";
 /** Lines a header shows. */
 export const HEADER_LINES = 2;
-/** Average width of a bold header character in px (13px UI font); a budget, not a measurement. */
+/** Average width of a bold header character in px (13px UI font): the measure where nothing can be measured. */
 const CHAR_PX = 7;
-/** Padding and sort arrow of a header cell in px (the arrow shows on one column only: it may overflow). */
+/** Padding, border and a little slack of a header cell in px (the sort arrow shows on one column only). */
 const CELL_CHROME_PX = 20;
 
-/** How many characters one header line holds at `widthPx`. */
-export function charsPerLine(widthPx: number): number {
-  return Math.max(3, Math.floor((widthPx - CELL_CHROME_PX) / CHAR_PX));
+/** The width of a text in px. */
+export type Measure = (text: string) => number;
+
+/** The fallback measure: every character the same width. */
+export const charMeasure: Measure = (text) => text.length * CHAR_PX;
+
+/** The width in px a label has inside a header cell `cellPx` wide. */
+export function labelRoom(cellPx: number): number {
+  return Math.max(3 * CHAR_PX, cellPx - CELL_CHROME_PX);
+}
+
+/** How many characters one header line holds at `cellPx`, by the fallback measure. */
+export function charsPerLine(cellPx: number): number {
+  return Math.floor(labelRoom(cellPx) / CHAR_PX);
 }
 
 /** The pieces a label breaks into: after each `_` and the ellipsis (the header puts a <wbr> there). */
 export function breakPieces(label: string): string[] {
-  return label.split(/(?<=[_…])/);
+  return label.split(/(?<=_)|(?<=.…)/); // not after a leading ellipsis: it would stand on a line alone
 }
 
-/** True when `text`, broken after `_` (and inside a piece longer than a line), fills at most `lines` lines. */
-export function fitsLines(text: string, perLine: number, lines = HEADER_LINES): boolean {
+/**
+ * True when `text`, broken after `_` (and inside a piece wider than a line), fills at most `lines` lines
+ * `roomPx` wide.
+ */
+export function fitsLines(text: string, roomPx: number, measure: Measure = charMeasure, lines = HEADER_LINES): boolean {
   let used = 0;
   let line = 0;
   for (const piece of breakPieces(text)) {
-    if (line + piece.length <= perLine) {
-      line += piece.length;
+    const w = measure(piece);
+    if (line + w <= roomPx) {
+      line += w;
       continue;
     }
     if (line > 0) used++;
-    used += Math.floor(piece.length / perLine); // a piece longer than a line wraps inside itself
-    line = piece.length % perLine;
+    used += Math.floor(w / roomPx); // a piece wider than a line wraps inside itself
+    line = w % roomPx;
   }
   if (line > 0) used++;
   return used <= lines;
@@ -62,23 +77,36 @@ export function distinguishingLengths(names: readonly string[]): number[] {
 }
 
 /**
- * The label of `name` in a header `perLine` characters wide: the name itself when it fits two lines,
- * else its first `keep` characters (at least), an ellipsis and as much of its end as still fits.
+ * The label of `name` in two lines `roomPx` wide: the name itself when it fits; else its first `keep`
+ * characters (more if they fit about one line), an ellipsis and as much of its end as still fits; else,
+ * when even those characters overflow, an ellipsis and the name from its distinguishing character on.
  */
-export function shortLabel(name: string, keep: number, perLine: number): string {
-  if (fitsLines(name, perLine)) return name;
-  const room = HEADER_LINES * perLine - 1; // characters besides the ellipsis
-  const headLen = Math.max(keep, Math.min(name.length, Math.ceil(room / 2)));
+export function shortLabel(name: string, keep: number, roomPx: number, measure: Measure = charMeasure): string {
+  if (fitsLines(name, roomPx, measure)) return name;
+  let headLen = keep;
+  while (headLen < name.length - 1 && measure(name.slice(0, headLen + 1)) <= roomPx) headLen++;
   const head = name.slice(0, headLen);
-  for (let tail = Math.min(name.length - head.length, room - head.length); tail > 0; tail--) {
+  for (let tail = name.length - head.length - 1; tail >= 0; tail--) {
     const label = head + ELLIPSIS + name.slice(name.length - tail);
-    if (fitsLines(label, perLine)) return label;
+    if (fitsLines(label, roomPx, measure)) return label;
   }
-  return head + ELLIPSIS; // the distinguishing head alone; wider than two lines only when it must be
+  // the shared prefix alone overflows: start at the first character no other name has there
+  const from = Math.max(1, keep - 1);
+  const rest = ELLIPSIS + name.slice(from);
+  if (fitsLines(rest, roomPx, measure)) return rest;
+  let end = from + 1;
+  while (end < name.length && fitsLines(ELLIPSIS + name.slice(from, end + 1) + ELLIPSIS, roomPx, measure)) end++;
+  return ELLIPSIS + name.slice(from, end) + ELLIPSIS;
 }
 
-/** The labels of a header's columns at their widths in px: distinct whenever the names are. */
-export function headerLabels(names: readonly string[], widthsPx: readonly number[]): string[] {
+/**
+ * The labels of a header's columns at their cell widths in px. Labels that still coincide (names that differ
+ * only where neither label reaches) fall back to the full names: clipped, but never two alike by choice.
+ */
+export function headerLabels(names: readonly string[], widthsPx: readonly number[], measure: Measure = charMeasure): string[] {
   const keep = distinguishingLengths(names);
-  return names.map((n, i) => shortLabel(n, keep[i], charsPerLine(widthsPx[i])));
+  const labels = names.map((n, i) => shortLabel(n, keep[i], labelRoom(widthsPx[i]), measure));
+  const seen = new Map<string, number>();
+  labels.forEach((l) => seen.set(l, (seen.get(l) ?? 0) + 1));
+  return labels.map((l, i) => ((seen.get(l) ?? 0) > 1 && names[i] !== l ? names[i] : l));
 }
