@@ -36,6 +36,12 @@ LOCKDOWN = (  # in this order: the last one forbids every later SET
 )
 
 
+# DuckDB before 2.0 lets enable_logging by the locked configuration, and a database whose file logging then failed
+# aborts the process when closed: there the call is refused by its name (2.0's lock refuses it itself)
+_LOGGING_PASSES_THE_LOCK = tuple(int(x) for x in duckdb.__version__.split(".")[:2]) < (2, 0)
+_LOGGING = re.compile(r"enable_logging", re.IGNORECASE)
+
+
 class SandboxError(PermissionError, ValueError):
     """What run.sql's sandbox refused (a PermissionError, and a ValueError as run.sql's refusals always were)."""
 
@@ -45,10 +51,11 @@ def one_statement(con: duckdb.DuckDBPyConnection, query: str) -> None:
     one's result came back."""
     if not isinstance(query, str):
         raise TypeError(f"run.sql takes SQL as text, such as \"SELECT * FROM samples\", not {query!r}")
-    # DuckDB before 2.0 gives a PIVOT as two statements, the first without text of its own
-    given = [st for st in con.extract_statements(query) if st.query.strip()]
-    if not given:
+    statements = con.extract_statements(query)
+    if not statements:
         raise ValueError(f"no SQL statement in {query!r}")
+    # DuckDB before 2.0 gives a PIVOT as several statements without text of their own: one the user wrote
+    given = [st for st in statements if st.query.strip()] or statements[:1]
     if len(given) > 1:
         raise ValueError(f"run.sql runs one statement at a time; {len(given)} were given (only the last one's "
                          "result would come back)")
@@ -84,9 +91,12 @@ class Sandbox:
         with self._lock:
             self._next = self._next or connect_in_background(duckdb.connect)
         try:
-            one_statement(con, query)
+            if _LOGGING_PASSES_THE_LOCK and isinstance(query, str) and _LOGGING.search(query):
+                raise SandboxError(f"{REFUSED} (enable_logging)")
             self._fill(con, rel)
             try:
+                # parsed once locked: DuckDB 1.5 reads import_database's files while parsing the pragma
+                one_statement(con, query)
                 out = con.execute(query, params or []).df()
                 con.execute("SELECT 1")  # DuckDB 1.5 lets CALL enable_logging by the lock: later statements fail
             except duckdb.Error as e:

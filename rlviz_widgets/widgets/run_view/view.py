@@ -409,7 +409,6 @@ class RunView(W.VBox):
 
         return _report.report(self, path, max_samples=max_samples, extremes=extremes)
 
-
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, and the run's summary as ``text/html`` for pages without the widget front end (an
         exported notebook)."""
@@ -418,6 +417,7 @@ class RunView(W.VBox):
 
         bundle = super()._repr_mimebundle_(**kwargs)
         return with_fallback(bundle, lambda: fallback.run_view(self, self._header.value))
+
 
 def _open(source, options: dict) -> Run:
     """The run a RunView shows: ``source`` itself when it is a Run, else opened (a dict: a set of runs)."""
