@@ -58,7 +58,7 @@ class TableSource:
         self.text_columns = [c for c in self.kinds if c not in num_cols]
         self._filter_key: tuple | None = None
         self._counted: tuple = (None, 0)  # ((search, where), its row count), forgotten as the filters are
-        self._where_checked = ("", "")  # (a where, as sqlguard.condition gave it): not parsed again on every page
+        self._where_checked = ("", "")  # (a where, as _where.condition gave it): not parsed again on every page
         self._order_key: tuple | None = None
         self._order = None
         # the log's own order where there is one, else sample_id
@@ -146,7 +146,7 @@ class TableSource:
 
     # -- filtering ----------------------------------------------------------------------------
     def condition(self, where: str) -> str:
-        """``where`` as ``sqlguard.condition`` gives it over these rows' columns (a ValueError if it is none)."""
+        """``where`` as ``_where.condition`` gives it over these rows' columns (a ValueError if it is none)."""
         if where != self._where_checked[0]:
             # bound over the numbers in memory where it names no text (half the time of the view: a brush asks often)
             rel = self.nums if isinstance(where, str) and self._numeric_only(where) else self.full

@@ -25,7 +25,7 @@ echo "test_py310.sh: $("$py" --version) at $py"
 rm -rf .venv310
 "$py" -m venv .venv310
 .venv310/bin/python -m pip install -q --upgrade pip
-.venv310/bin/python -m pip install -q . pytest
+.venv310/bin/python -m pip install -q . pytest hypothesis
 .venv310/bin/python -c 'import duckdb, pandas, pyarrow; print("duckdb", duckdb.__version__, "pandas", pandas.__version__, "pyarrow", pyarrow.__version__)'
 # the browser, notebook, benchmark and packaging tests need the full set-up: they run on the main Python
 .venv310/bin/python -m pytest -q -p no:cacheprovider tests --ignore=tests/browser --ignore=tests/widgets/test_notebook.py \
