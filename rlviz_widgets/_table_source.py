@@ -11,18 +11,19 @@ from collections.abc import Callable, Iterable
 import duckdb
 import pandas as pd
 
-from rlviz_widgets._sql import ident
+from rlviz_widgets._sql import ident, literal
 from rlviz_widgets._store.cache import spill_to_temp
 from rlviz_widgets._where import condition, names_any
 
 TEXT_CLIP = 300
-DEFAULT_COLUMNS = ("run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
+DEFAULT_COLUMNS = ("id", "run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
                    "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
 MAX_EXTRA_COLUMNS = 24  # custom columns shown by default (a log may have hundreds: each is in every page sent)
 FRAME_ROW = "__frame_row"  # a DataFrame's row position, beside its numbers (more _ in front if the frame has it)
 SEARCH_COLUMNS = ("prompt", "response", "ref_response")
+ID_COLUMN = "id"  # a run's readable sample id ("rank0.jsonl:12"): a search finds the sample it names
 # DuckDB types a DataFrame's column may have that sort, filter and bin as numbers (times, enums, bytes do not)
 _NUMBER_TYPE = re.compile(r"(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|DECIMAL\(.*\)|BOOLEAN)")
 
@@ -174,11 +175,7 @@ class TableSource:
             if key[1]:
                 conds.append(f"({key[1]})")
             if key[0]:
-                cols = [c for c in SEARCH_COLUMNS if c in self.kinds] or self.text_columns
-                lit = "'%" + _like_escape(key[0]).replace("'", "''") + "%'"
-                # as text: a DataFrame's prompt may hold numbers (question ids) or only NaN (read as DOUBLE)
-                conds.append("(" + (" OR ".join(f"CAST({ident(c)} AS VARCHAR) ILIKE {lit} ESCAPE '\\'" for c in cols)
-                                    or "false") + ")")
+                conds.append(self._search_sql(key[0]))
             uses_text = key[0] or not self._numeric_only(key[1])
             src = self.full if uses_text else self.nums
             self.con.execute(f"CREATE OR REPLACE TABLE {self._tag} AS SELECT {self._id} FROM {src} "
@@ -186,6 +183,19 @@ class TableSource:
             self._filter_key = key
             self._order_key = None
         return f"(SELECT n.* FROM {self.nums} n SEMI JOIN {self._tag} f ON n.{self._id} = f.{self._id})"
+
+    def _search_sql(self, needle: str) -> str:
+        """The condition of a search: ``needle`` inside a text column (prompt, response, ref_response where there
+        are, else any), or the whole of a readable id, or its end after a "/" (a set's "run/" or a folder)."""
+        cols = [c for c in SEARCH_COLUMNS if c in self.kinds] or self.text_columns
+        inside = literal(f"%{_like_escape(needle)}%")
+        # as text: a DataFrame's prompt may hold numbers (question ids) or only NaN (read as DOUBLE)
+        conds = [f"CAST({ident(c)} AS VARCHAR) ILIKE {inside} ESCAPE '\\'" for c in cols]
+        if ID_COLUMN in self.text_columns and ID_COLUMN not in cols:
+            whole = _like_escape(needle.strip())  # not a substring: "rank0.jsonl:1" would find line 10, 100...
+            conds.append(f"({ident(ID_COLUMN)} ILIKE {literal(whole)} ESCAPE '\\' OR "
+                         f"{ident(ID_COLUMN)} ILIKE {literal('%/' + whole)} ESCAPE '\\')")
+        return "(" + (" OR ".join(conds) or "false") + ")"
 
     def _numeric_only(self, where: str) -> bool:
         """Whether ``where`` names no text column (in any letter case, as DuckDB reads names)."""

@@ -7,11 +7,13 @@ import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import PurePath
 
 import duckdb
 
 from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.custom_columns import (
+    RESERVED,
     column_names,
     extra_column,
     listed_column,
@@ -34,14 +36,15 @@ TOKEN_FIELDS = {  # stored list column -> tokens frame column
     "tokens": "token", "logprobs": "logprob", "ref_logprobs": "ref_logprob",
     "values": "value", "token_rewards": "token_reward",
 }
-TEXTS = ("prompt", "response", "ref_response", "ground_truth", "file")  # samples columns kept out of _nums
+TEXTS = ("prompt", "response", "ref_response", "ground_truth", "file", "id")  # samples columns kept out of _nums
 NO_SAMPLES = ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
               "NULL::DOUBLE reward, NULL::VARCHAR ref_response, NULL::DOUBLE ref_reward, "
               "NULL::DOUBLE reward_gap, "
               "NULL::VARCHAR ground_truth, NULL::BIGINT response_chars, NULL::INTEGER n_tokens, "
               "NULL::DOUBLE log_ratio_mean, NULL::DOUBLE log_ratio_sum, NULL::DOUBLE kl_mean, "
               "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
-              "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::BIGINT file_no "
+              "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::VARCHAR id, "
+              "NULL::BIGINT file_no "
               "WHERE false")
 # AS: DuckDB before 2.0 reads a bare "position" as its POSITION(... IN ...)
 NO_TOKENS = ("SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS step, NULL::INTEGER AS position, "
@@ -72,6 +75,29 @@ def after_last(expr: str, marker: str) -> str:
     cases = " ".join(f"WHEN starts_with({piece}, {literal(marker[n - k:])}) THEN substr({piece}, {k + 1})"
                      for k in shifts)
     return f"(CASE WHEN NOT contains({expr}, {literal(marker)}) THEN {expr} {cases} ELSE {piece} END)"
+
+
+def short_names(paths: Iterable[str]) -> dict[str, str]:
+    """Each path's name in the readable sample ids: the file's name ("rank0.jsonl"), with as many of its folders
+    before it as tell apart the paths of one name ("a/rank0.jsonl", "b/rank0.jsonl")."""
+    split = {p: PurePath(p).parts or (p,) for p in paths}
+    by_name: dict[str, list[str]] = {}
+    for p, parts in split.items():
+        by_name.setdefault(parts[-1], []).append(p)
+    out = {}
+    for name, group in by_name.items():
+        out.update({group[0]: name} if len(group) == 1 else _told_apart(group, split))
+    return out
+
+
+def _told_apart(group: list[str], split: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """The paths of ``group`` (of one file name) by their last folders and name, as few as tell them apart (the
+    whole path where none do: "a/./b" and "a/b")."""
+    for k in range(2, max(len(split[p]) for p in group) + 1):
+        tails = {p: "/".join(split[p][-k:]) for p in group}
+        if len(set(tails.values())) == len(group):
+            return tails
+    return {p: p for p in group}
 
 
 def present_token_fields(states: Iterable) -> list[str]:
@@ -114,6 +140,7 @@ class FileParts:
         self.pending: list[Problem] = []  # problems of files as wholes: unreadable, unfinished, changing
         self.removed: dict[str, Problem] = {}  # files gone since read (said in ``problems`` until they are back)
         self._paths: dict[int, str] = {}
+        self._names: tuple[dict, dict[int, str]] = ({}, {})  # (the file_no they were made of, file_no -> name)
 
     def parts(self, file_nos: Iterable[int] | dict[int, list[int]] | None = None) -> list[tuple[int, str]]:
         """(file_no, parquet path) of every cache part, optionally only of some files.
@@ -152,6 +179,16 @@ class FileParts:
         if len(self._paths) != len(self.file_no):
             self._paths = {n: p for p, n in self.file_no.items()}
         return self._paths[file_no]
+
+    def short_name(self, file_no: int) -> str:
+        """The file's name in readable sample ids (``short_names``), decided over every file the run has seen: it
+        changes only where a new file of the same name comes."""
+        made, names = self._names
+        if made is not self.file_no or len(names) != len(self.file_no):  # (a new dict on each new file)
+            by_path = short_names(self.file_no)
+            names = {n: by_path[p] for p, n in self.file_no.items()}
+            self._names = (self.file_no, names)
+        return names[file_no]
 
     def custom_keys(self) -> list[str]:
         """Every custom key, file by file, each file's by the line it first holds it (then by name): the same order
@@ -269,7 +306,9 @@ class RunViews:
         self.builds = 0  # how many times the views were made
         # custom field key -> its samples column: kept while open, and for the next open of the same logs
         self.names_file = names_file
-        self.column_names: dict[str, str] = load_names(names_file)
+        # a kept name that is a column of the run's own (id is one: the names file may be older) is given afresh
+        self.column_names: dict[str, str] = {k: v for k, v in load_names(names_file).items()
+                                             if v.lower() not in RESERVED}
         self.listed: list[Problem] = []  # lists or objects in a field the run has numbers or text in (``listed_in``)
 
     # -- what the queries read (``_queries.Relations``) ----------------------------------------------
@@ -368,7 +407,8 @@ class RunViews:
                    s.reward, {self.text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
                    s.ground_truth, {self.response_chars()} AS response_chars, s.n_tokens, s.log_ratio_mean,
                    s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
-                   s.file AS file, s.line AS line, s.file_no AS file_no
+                   s.file AS file, s.line AS line, s.short_name || ':' || s.line::VARCHAR AS id,
+                   s.file_no AS file_no
             FROM {source} s
             {where}"""
 
@@ -391,7 +431,7 @@ class RunViews:
 
     def source_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
                    extras: Iterable[tuple[str, str]] = (), pad: bool = False, scan: Scan | None = None) -> str:
-        """The cache parts as one relation with file_no and file columns.
+        """The cache parts as one relation with file_no, file and short_name (``FileParts.short_name``) columns.
 
         With ``lines`` (file_no -> line numbers), each file is read on its own with the line filter
         pushed into the Parquet scan, so only the row groups holding those lines are read. With ``pad``
@@ -407,18 +447,19 @@ class RunViews:
             lines = {n: None for n, _ in parts}
         if lines is None:
             plist = "[" + ", ".join(literal(p) for _, p in parts) + "]"
-            files = ", ".join(f"({n}, {literal(p)}, {literal(self.files.path_of(n))})" for n, p in parts)
-            return (f"(SELECT r.* EXCLUDE (filename), m.file_no, m.file "
+            files = ", ".join(f"({n}, {literal(p)}, {literal(self.files.path_of(n))}, "
+                              f"{literal(self.files.short_name(n))})" for n, p in parts)
+            return (f"(SELECT r.* EXCLUDE (filename), m.file_no, m.file, m.short_name "
                     f"FROM read_parquet({plist}, filename=true, union_by_name=true) r "
-                    f"JOIN (VALUES {files}) m(file_no, parquet, file) ON r.filename = m.parquet)")
+                    f"JOIN (VALUES {files}) m(file_no, parquet, file, short_name) ON r.filename = m.parquet)")
         selects = []
         for n in sorted(lines):
             paths = [p for f, p in parts if f == n]
             if not paths:
                 continue
             kept = "" if lines[n] is None else f"WHERE r.line IN ({', '.join(map(str, sorted(set(lines[n]))))})"
-            selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {literal(self.files.path_of(n))} AS file "
-                           f"FROM {scan(paths)} r {kept}")
+            selects.append(f"SELECT r.*, {n}::BIGINT AS file_no, {literal(self.files.path_of(n))} AS file, "
+                           f"{literal(self.files.short_name(n))} AS short_name FROM {scan(paths)} r {kept}")
         # the parts read may lack some optional or custom fields the run has: empty there, of the type they have
         # in samples (a page of numbers stays numbers)
         selects.append(f"SELECT {', '.join(['NULL AS line', *(f'NULL::{t} AS {c}' for c, t in extras)])} WHERE false")

@@ -229,9 +229,8 @@ class SetViews:
             yield name, r.relations, mine, sub
 
     def samples_sql(self, parts, where: str = "", lines=None) -> str:
-        selects = [
-            f"SELECT {literal(name)} AS run, * FROM ({rel.samples_sql(mine, lines=sub, names=self.column_names)})"
-            for name, rel, mine, sub in self._split(parts, lines)]
+        selects = [_of_run(name, rel.samples_sql(mine, lines=sub, names=self.column_names))
+                   for name, rel, mine, sub in self._split(parts, lines)]
         if not selects:
             return NO_SAMPLES
         # the runs read may lack some of the set's optional or custom columns: empty there
@@ -241,8 +240,7 @@ class SetViews:
         return f"SELECT * FROM ({' UNION ALL BY NAME '.join(selects)}) {where}"
 
     def samples_raw_sql(self, scan=None) -> str:
-        selects = [f"SELECT {literal(name)} AS run, * FROM "
-                   f"({r.relations.samples_raw_sql(self.column_names, scan=scan)})"
+        selects = [_of_run(name, r.relations.samples_raw_sql(self.column_names, scan=scan))
                    for name, r in self.runs.items()]
         return " UNION ALL BY NAME ".join(selects)
 
@@ -272,6 +270,12 @@ class SetViews:
         with self.cursors.lock:
             self._token_sources = [(n, rel.tokens.source()[1] if n == rel.tokens.relation() else src)
                                    for (n, src), rel in zip(self._token_sources, self._token_runs)]
+
+
+def _of_run(name: str, samples: str) -> str:
+    """A run's ``samples`` SQL with the set's ``run`` column, and the run's name in front of each readable id
+    ("baseline/rank0.jsonl:12")."""
+    return f"SELECT {literal(name)} AS run, * REPLACE ({literal(name + '/')} || id AS id) FROM ({samples})"
 
 
 def _naming(e: BaseException, text: str) -> BaseException:

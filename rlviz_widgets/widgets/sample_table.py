@@ -35,7 +35,8 @@ class SampleTable(RpcWidget):
     """Sort descending."""
 
     search = traitlets.Unicode("").tag(sync=True)
-    """Text searched for in prompt, response and ref_response (case-insensitive, as typed; blanks only: none)."""
+    """Text searched for in prompt, response and ref_response (case-insensitive, as typed; blanks only: none), or a
+    sample's whole readable id ("rank0.jsonl:12")."""
 
     selected_ids = traitlets.List(traitlets.Int(), default_value=[]).tag(sync=True)
     """sample_ids of the rows the user picked."""

@@ -20,7 +20,7 @@ QS = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOKEN_ARRAY_COLUMNS = {"response_tokens", "tokens", "logprobs", "ref_logprobs", "values", "token_rewards"}
 SAMPLE_COLUMNS = {"sample_id", "step", "prompt", "response", "reward", "ref_response", "ref_reward", "reward_gap",
                   "ground_truth", "n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "value_mean",
-                  "file", "line"}
+                  "file", "line", "id"}
 TOKEN_COLUMNS = {"sample_id", "position", "token", "logprob", "ref_logprob", "log_ratio", "kl", "prob", "ref_prob",
                  "value", "token_reward"}
 

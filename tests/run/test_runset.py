@@ -35,7 +35,7 @@ def test_frames_gain_a_run_column(two, open_run, cache_dir):
 
 def test_run_view_overlays_runs(two, cache_dir):
     view = rw.RunView(two, cache_dir=cache_dir, progress=False)
-    assert view.table.visible_columns[0] == "run"
+    assert view.table.visible_columns[:2] == ["id", "run"]
     data = view._datasets()
     assert set(data["curves"].run) == {"baseline", "kl0.05"} and set(data["hist"].run) == {"baseline", "kl0.05"}
     params = {p["name"] for p in view.chart.spec["params"]}

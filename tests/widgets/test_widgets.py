@@ -150,7 +150,7 @@ def test_sample_table_pages_sort_search_select(run):
     samples = run.samples
     assert table.row_count == len(samples)
     names = table.visible_columns
-    assert names[:3] == ["sample_id", "step", "reward"] and "prompt" in names and "file" not in names
+    assert names[:4] == ["id", "sample_id", "step", "reward"] and "prompt" in names and "file" not in names
     gen = table.generation
     table.sort_by, table.sort_desc = "reward", True
     assert table.generation > gen

@@ -4,7 +4,6 @@ HTML; long texts are cut, saying so (a pane is widget state, sent and saved whol
 from __future__ import annotations
 
 import html
-import os
 
 import pandas as pd
 
@@ -49,15 +48,14 @@ def _num(v) -> str:
 
 
 def _facts(r: pd.Series) -> str:
-    """The sample's numbers and where it comes from, on one line."""
-    facts = [*([("run", _esc(r["run"]))] if "run" in r else []), ("sample", _esc(r["sample_id"])),
-             ("step", _esc(r["step"])), ("reward", _num(r.get("reward"))),
+    """The sample's readable id (its file and line), then its numbers, on one line."""
+    facts = [("id", _esc(r["id"])), *([("run", _esc(r["run"]))] if "run" in r else []),
+             ("sample", _esc(r["sample_id"])), ("step", _esc(r["step"])), ("reward", _num(r.get("reward"))),
              ("ref_reward", _num(r.get("ref_reward"))), ("gap", _num(r.get("reward_gap"))),
              ("kl mean", _num(r.get("kl_mean"))), ("tokens", _esc(r.get("n_tokens")))]
     if r.get("ground_truth") is not None:
         facts.append(("ground truth", _esc(clip(r["ground_truth"]) if isinstance(r["ground_truth"], str)
                                            else r["ground_truth"])))
-    facts.append(("from", f"{_esc(os.path.basename(str(r['file'])))}:{_esc(r['line'])}"))
     return " · ".join(f"{k} <b>{v}</b>" for k, v in facts)
 
 
