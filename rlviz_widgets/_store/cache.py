@@ -39,7 +39,7 @@ from rlviz_widgets._store import leases, token_store
 from rlviz_widgets._store.token_store import TOKEN_COLUMNS
 
 # what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
-CACHE_VERSION = 29
+CACHE_VERSION = 30
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:

@@ -395,12 +395,12 @@ def test_trl_half_written_empty_and_odd_files(tmp_path, cache_dir):
     by_file = {f.rsplit("_", 1)[-1]: sorted(map(tuple, g[["line", "kind"]].values.tolist()))
                for f, g in run.problems.groupby("file")}
     assert by_file == {"00006.parquet": [(0, "unreadable")], "00007.parquet": [(0, "empty_file")],
-                       "00008.parquet": [(1, "wrong_type"), (2, "nan"), (2, "wrong_type"), (3, "wrong_type")]}
+                       "00008.parquet": [(2, "nan"), (3, "wrong_type")]}  # a chat prompt is read as text
     s = run.samples[run.samples["step"] == 8].sort_values("line")
     assert s["line"].tolist() == [1, 2]  # "eight" is no step: skipped, reported
     assert s["reward"].tolist() == [1.0, 0.0]  # the integer column beside the reward is not a reward
     assert s["completion_length"].tolist() == [12, 40] and s["group_id"].tolist() == ["8:0", "8:0"]
-    assert s["prompt"].tolist() == ['[{"role":"user","content":"hi"}]'] * 2
+    assert s["prompt"].tolist() == ["hi"] * 2 and s["response"].tolist() == ["a", "b"]
     assert len(run.samples[run.samples["step"] == 5]) == 4 and "step is the string" not in run.problems.to_string()
 
 

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from rlviz_widgets._ingest.lines import Chunk
 from rlviz_widgets._ingest.readers.base import Parsed
+from rlviz_widgets._ingest.readers.chat import ANSWER, conversation, turn
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.options import name_accepted, name_step
 from rlviz_widgets._problems import short as _short
@@ -77,7 +78,7 @@ class TRLReader:
         self.rows_read = t.num_rows
         if t.num_rows == 0:
             return None, [[0, "empty_file", "the file holds no rows (line 0: the file as a whole)"]]
-        t = self.completed(t)
+        t, chat_problems = self.conversations(self.completed(t))
         # half floats widened: DuckDB reads no float16 (a reward column written from a half-precision tensor)
         for i, f in enumerate(t.schema):
             if pa.types.is_float16(f.type):
@@ -96,7 +97,35 @@ class TRLReader:
         lines = pc.cast(lines.combine_chunks(), pa.large_string())
         chunk = Chunk(lines, np.arange(1, t.num_rows + 1, dtype=np.int64),
                       np.full(t.num_rows, ord("{"), dtype=np.uint8), 0, 0)
-        return self.rows.parse(con, chunk)
+        parsed, problems = self.rows.parse(con, chunk)
+        return parsed, sorted(problems + chat_problems, key=lambda p: p[0])
+
+    def conversations(self, t: pa.Table) -> tuple[pa.Table, list[list]]:
+        """``t`` with message-list prompts and completions (TRL >= 1.15, conversational datasets) as texts, and
+        the last assistant turn as ``answer``; the problems of their messages, by row."""
+        f = self.rows.fields()
+        cols = [c for c in (f["prompt"], f["response"]) if c in t.column_names]
+        if not any(pa.types.is_list(t.schema.field(c).type) or pa.types.is_large_list(t.schema.field(c).type)
+                   for c in cols):
+            return t, []
+        n = t.num_rows
+        prompts = t[f["prompt"]].to_pylist() if f["prompt"] in t.column_names else [None] * n
+        completions = t[f["response"]].to_pylist() if f["response"] in t.column_names else [None] * n
+        texts, problems = {"prompt": [], "response": [], ANSWER: []}, []
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            reports: list[str] = []
+            before = _turns(p, None, reports, 0)
+            chat = conversation(before + _turns(c, "assistant", reports, len(before)), len(before), reports)
+            texts["prompt"].append(chat.prompt)
+            texts["response"].append(chat.response if c is not None else None)
+            texts[ANSWER].append(chat.answer)
+            problems += [[i + 1, *r.split("|", 1)] for r in reports]
+        for key, col in (("prompt", f["prompt"]), ("response", f["response"])):
+            if col in t.column_names:
+                t = t.set_column(t.schema.get_field_index(col), col, pa.array(texts[key], pa.string()))
+        if ANSWER not in t.column_names:  # a column of the log's own (an extra logged column) is kept
+            t = t.append_column(ANSWER, pa.array(texts[ANSWER], pa.string()))
+        return t, problems
 
     def completed(self, t: pa.Table) -> pa.Table:
         """Step as an integer (from the file name if missing), the summed reward, the groups."""
@@ -112,6 +141,16 @@ class TRLReader:
         keep = [c for c in t.column_names if c in texts or not (pa.types.is_nested(t.schema.field(c).type)
                                                                  or pa.types.is_binary(t.schema.field(c).type))]
         return t.select(keep)  # images and other nested columns are not shown
+
+
+def _turns(value, role: str | None, reports: list[str], start: int) -> list[tuple[str | None, str]]:
+    """A prompt or completion as turns: a message list's messages (numbered from ``start`` in reports), a text as
+    one turn of ``role``."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [turn(m, start + i, reports) for i, m in enumerate(value)]
+    return [(role, str(value))]
 
 
 def _with_reward(t: pa.Table, f: dict[str, str]) -> pa.Table:

@@ -1,0 +1,113 @@
+"""Chat-shaped logs written as the frameworks' own writers write them (docs/upstream-writers.md, §1, §3, §4).
+
+- TRL >= 1.15 ``GRPOTrainer.log``: ``pandas.DataFrame(table).to_parquet(path)`` with ``prompt`` / ``completion`` as
+  message lists; pyarrow infers ``list<struct>`` whose fields are the union of the file's keys (absent keys null),
+  tool calls ``{type, function: {name, arguments: dict}}`` without ids, tool results ``{role: tool, name, content}``,
+  image parts ``{type: "image"}``; a reward function returning None is null.
+- NeMo-RL ``Logger.log_batched_dict_as_jsonl``: every value a batch of one (``[x]``, ``[[...]]``) but ``idx``,
+  ``json.dumps`` defaults (bare ``NaN``). Train files: ``content`` one string per message, no roles; the user
+  message is the templated prompt, the assistant's text has no stop token but its ids do, the environment text
+  ("Environment: correct") is tokenized raw after it; per-token rows right-padded to the batch's longest sequence
+  (pad id, mask 0). Val files: ``content`` = ``[[{role, content}, ...]]``, ``rewards``, ``idx`` only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+PAD_ID = 0
+IM_END = 151645
+
+
+def write_trl_chat(output_dir: Path, step: int = 40, prompts: int = 2, n: int = 4, images: bool = False) -> list[dict]:
+    """One ``completions_{step:05d}.parquet`` of ``prompts`` x ``n`` conversational completions; odd generations
+    call a tool. Returns per row the expected ``prompt``, ``response``, ``answer`` and ``group``."""
+    import pandas as pd
+
+    folder = output_dir / "completions"
+    folder.mkdir(parents=True, exist_ok=True)
+    table = {"step": [], "prompt": [], "completion": [], "accuracy_reward": [], "format_reward": [], "advantage": []}
+    if images:
+        n = min(n, 1)  # completions stay text: their content is a string (one type per column)
+    truth = []
+    for p in range(prompts):
+        question = f"What is {p + 6}*7?"
+        user = ({"role": "user", "content": [{"type": "image", "text": None}, {"type": "text", "text": question}]}
+                if images else {"role": "user", "content": question})
+        # prepare_multimodal_messages makes every content a list of parts (a column mixing both cannot be written)
+        system = [{"type": "text", "text": "Use the tools."}] if images else "Use the tools."
+        prompt = [{"role": "system", "content": system}, user]
+        shown_q = f"[image]\n{question}" if images else question
+        for k in range(n):
+            final = f"{p + 6}*7 = {(p + 6) * 7 + k}"
+            if k % 2:
+                completion = [
+                    {"role": "assistant", "content": "",
+                     "tool_calls": [{"type": "function", "function": {"name": "multiply",
+                                                                      "arguments": {"a": p + 6, "b": 7}}}]},
+                    {"role": "tool", "name": "multiply", "content": str((p + 6) * 7)},
+                    {"role": "assistant", "content": final}]
+                response = (f'multiply({{"a": {p + 6}, "b": 7}})\n── tool ──\n{(p + 6) * 7}\n'
+                            f"── assistant ──\n{final}")
+            else:
+                completion = [{"role": "assistant", "content": final}]
+                response = final
+            table["step"].append(step)
+            table["prompt"].append(prompt)
+            table["completion"].append(completion)
+            table["accuracy_reward"].append(float(k == 0))
+            table["format_reward"].append(None if k == 3 else 0.5)  # None: null in the file
+            table["advantage"].append(float(k) - 1.5)
+            truth.append({"prompt": f"── system ──\nUse the tools.\n── user ──\n{shown_q}", "response": response,
+                          "answer": final, "group": p})
+    pd.DataFrame(table).to_parquet(folder / f"completions_{step:05d}.parquet")
+    return truth
+
+
+def _ids(text: str, base: int) -> list[int]:
+    """Made-up token ids, one per word."""
+    return [base + sum(map(ord, w)) % 1000 for w in text.split()] or [base]
+
+
+def write_nemo_chat(log_dir: Path, step: int = 3, prompts: int = 9, n: int = 4, val: bool = False,
+                    seed: int = 0) -> list[dict]:
+    """``train_data_step{step}.jsonl`` (or ``val_data_step``) of ``prompts`` x ``n`` math samples: user,
+    assistant, environment. Returns per line the expected ``prompt``, ``response``, ``answer``, ``group``."""
+    rng = np.random.default_rng(seed)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    rows, truth = [], []
+    for p in range(prompts):
+        user = f"<|im_start|>user\nWhat is {p}+{p}?<|im_end|>\n<|im_start|>assistant\n"
+        for k in range(n):
+            answer = f"The sum is {2 * p + k % 2}"
+            verdict = "Environment: correct" if k % 2 == 0 else "Environment: incorrect"
+            rows.append((user, answer, verdict, float(k % 2 == 0)))
+            truth.append({"prompt": user, "response": f"{answer}\n── environment ──\n{verdict}", "answer": answer,
+                          "group": p, "reward": float(k % 2 == 0)})
+    name = "val_data_step" if val else "train_data_step"
+    with open(log_dir / f"{name}{step}.jsonl", "w") as f:
+        if val:
+            for i, (user, answer, verdict, reward) in enumerate(rows):
+                msgs = [{"role": "user", "content": user}, {"role": "assistant", "content": answer},
+                        {"role": "environment", "content": verdict}]
+                f.write(json.dumps({"content": [msgs], "rewards": [reward], "idx": i}) + "\n")
+            return truth
+        seqs = [(_ids(u, 1000), _ids(a, 2000) + [IM_END], _ids(v, 3000)) for u, a, v, _ in rows]
+        width = -(-max(sum(map(len, s)) for s in seqs) // 8) * 8  # make_sequence_length_divisible_by
+        for i, ((user, answer, verdict, reward), (u, a, v)) in enumerate(zip(rows, seqs)):
+            length = len(u) + len(a) + len(v)
+            pad = width - length
+            gen = [0.0] * len(u) + [float(x) for x in -rng.uniform(0.01, 2, len(a))] + [0.0] * (len(v) + pad)
+            prev = [x - 0.01 if x else 0.0 for x in gen]
+            if i == 5:
+                prev[0] = float("nan")  # bare NaN, as json.dumps writes it (prev_logprobs are not read)
+            rec = {"content": [[user, answer, verdict]], "rewards": [reward],
+                   "generation_logprobs": [gen], "prev_logprobs": [prev],
+                   "input_lengths": [length], "token_ids": [u + a + v + [PAD_ID] * pad],
+                   "token_loss_mask": [[0] * len(u) + [1] * len(a) + [0] * (len(v) + pad)],
+                   "sample_loss_mask": [1.0], "advantages": [[reward - 0.5] * width]}
+            f.write(json.dumps({**rec, "idx": i}) + "\n")
+    return truth

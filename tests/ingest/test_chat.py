@@ -1,0 +1,78 @@
+"""Chat-shaped logs (issue 29, first slice): TRL conversational completions, NeMo-RL train and val files."""
+
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+import pyarrow.parquet as pq
+from chat_formats import write_trl_chat
+from formats import write_trl
+
+import rlviz_widgets
+
+
+def _open(source, cache_dir, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = rlviz_widgets.open_run(source, cache_dir=cache_dir, progress=False, **kw)
+    return run, [str(w.message) for w in caught]
+
+
+def _groups(s: pd.DataFrame) -> list[int]:
+    """Group sizes, in order of first appearance."""
+    return s.groupby("group_id", sort=False).size().tolist()
+
+
+def test_trl_conversational_completions(tmp_path, cache_dir):
+    truth = write_trl_chat(tmp_path / "out", prompts=2, n=4)
+    schema = pq.read_schema(tmp_path / "out" / "completions" / "completions_00040.parquet")
+    assert str(schema.field("prompt").type) == "list<element: struct<role: string, content: string>>"
+    assert "tool_calls" in str(schema.field("completion").type)  # the union of the file's keys
+    for fmt in ("auto", "trl"):
+        run, warned = _open(tmp_path / "out", cache_dir / fmt, format=fmt)
+        s = run.samples.sort_values("line").reset_index(drop=True)
+        assert run.problems.empty and not warned
+        assert s["prompt"].tolist() == [t["prompt"] for t in truth]
+        assert s["response"].tolist() == [t["response"] for t in truth]
+        assert s["answer"].tolist() == [t["answer"] for t in truth]
+        assert _groups(s) == [4, 4]
+        assert "answer" not in run.sql("DESCRIBE _nums")["column_name"].tolist()
+
+
+def test_trl_images_show_as_placeholders(tmp_path, cache_dir):
+    truth = write_trl_chat(tmp_path / "out", prompts=1, n=1, images=True)
+    run, _ = _open(tmp_path / "out", cache_dir, format="trl")
+    s = run.samples.sort_values("line")
+    assert s["prompt"].tolist() == [t["prompt"] for t in truth] and run.problems.empty
+    assert s["prompt"].iloc[0].endswith("── user ──\n[image]\nWhat is 6*7?")
+
+
+def test_trl_string_files_read_as_before(tmp_path, cache_dir):
+    rows = write_trl(tmp_path / "out", steps=(5,), prompts=2, n=2)
+    run, _ = _open(tmp_path / "out", cache_dir, format="trl")
+    s = run.samples.sort_values("line")
+    assert s["prompt"].tolist() == [r["prompt"] for r in rows] and s["response"].tolist() == [r["completion"]
+                                                                                                for r in rows]
+    assert "answer" not in s.columns and run.problems.empty
+
+
+def test_trl_bad_messages_are_located_and_kept(tmp_path, cache_dir):
+    import pandas as pd
+
+    folder = tmp_path / "out" / "completions"
+    folder.mkdir(parents=True)
+    table = {"step": [1, 1, 1],
+             "prompt": [[{"role": "user", "content": "hi"}]] * 3,
+             "completion": [[{"role": "assistant", "content": None}],
+                            [{"role": None, "content": "who?"}],
+                            [{"role": "critic", "content": "<b>no</b>"}]],
+             "accuracy_reward": [1.0, 0.0, 1.0], "advantage": [0.0, 0.0, 0.0]}
+    pd.DataFrame(table).to_parquet(folder / "completions_00001.parquet")
+    run, _ = _open(tmp_path / "out", cache_dir, format="trl")
+    got = run.problems[["line", "kind", "message"]].values.tolist()
+    assert got == [[1, "missing_field", "message 1 (assistant) has no content: shown empty"],
+                   [2, "missing_field", "message 1 has no role: shown as ?"],
+                   [3, "unknown_role", 'message 1 has the role "critic": shown as written']]
+    s = run.samples.sort_values("line")
+    assert len(s) == 3 and s["response"].tolist() == ["", "── ? ──\nwho?", "── critic ──\n<b>no</b>"]
