@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pandas as pd
 import pyarrow.parquet as pq
-from chat_formats import write_trl_chat
+from chat_formats import write_nemo_chat, write_trl_chat
 from formats import write_trl
 
 import rlviz_widgets
@@ -76,3 +77,46 @@ def test_trl_bad_messages_are_located_and_kept(tmp_path, cache_dir):
                    [3, "unknown_role", 'message 1 has the role "critic": shown as written']]
     s = run.samples.sort_values("line")
     assert len(s) == 3 and s["response"].tolist() == ["", "── ? ──\nwho?", "── critic ──\n<b>no</b>"]
+
+
+def test_nemo_train_response_is_the_trained_message(tmp_path, cache_dir):
+    truth = write_nemo_chat(tmp_path / "logs", step=3, prompts=9, n=4)
+    run, _ = _open(tmp_path / "logs", cache_dir, format="nemo")
+    s = run.samples.sort_values("line").reset_index(drop=True)
+    assert s["prompt"].tolist() == [t["prompt"] for t in truth]
+    assert s["response"].tolist() == [t["response"] for t in truth]
+    assert s["answer"].tolist() == [t["answer"] for t in truth]
+    assert _groups(s) == [4] * 9
+    assert s["reward"].tolist() == [t["reward"] for t in truth]
+    assert run.problems.empty
+
+
+def test_nemo_val_files(tmp_path, cache_dir):
+    train = write_nemo_chat(tmp_path / "logs", step=3, prompts=2, n=2)
+    val = write_nemo_chat(tmp_path / "logs", step=3, prompts=3, n=2, val=True)
+    run, _ = _open(tmp_path / "logs", cache_dir / "folder", format="nemo")  # a folder: the training samples
+    assert len(run.samples) == len(train) and len(run.files) == 1
+    for fmt in ("nemo", "auto"):
+        run, _ = _open(str(tmp_path / "logs" / "val_data_step*.jsonl"), cache_dir / fmt, format=fmt)
+        s = run.samples.sort_values("line").reset_index(drop=True)
+        assert run.format == "nemo" and run.problems.empty
+        assert s["prompt"].tolist() == [t["prompt"] for t in val]
+        assert s["response"].tolist() == [t["response"] for t in val]
+        assert s["answer"].tolist() == [t["answer"] for t in val]
+        assert _groups(s) == [2, 2, 2]
+
+
+def test_nemo_val_bad_messages_are_located_and_kept(tmp_path, cache_dir):
+    write_nemo_chat(tmp_path / "logs", step=1, prompts=1, n=2, val=True)
+    f = tmp_path / "logs" / "val_data_step1.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    recs[0]["content"][0][2] = {"role": "judge", "content": "ok"}
+    del recs[1]["content"][0][1]["role"]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run, _ = _open(f, cache_dir, format="nemo")
+    assert run.problems[["line", "kind", "message"]].values.tolist() == [
+        [1, "unknown_role", 'message 2 has the role "judge": shown as written'],
+        [2, "missing_field", "message 1 has no role: shown as ?"]]
+    s = run.samples.sort_values("line")
+    assert len(s) == 2 and s["response"].iloc[0] == "The sum is 0\n── judge ──\nok"
+    assert s["prompt"].iloc[1].endswith("── ? ──\nThe sum is 1\n── environment ──\nEnvironment: incorrect")

@@ -668,8 +668,8 @@ def test_a_verl_dump_whose_first_record_lacks_a_text_is_still_verl(tmp_path, cac
 
 
 def test_nemo_messages_that_are_not_text_are_reported(tmp_path, cache_dir):
-    """NeMo content whose messages are chat dicts or numbers was shown as JSON text without a report (the other
-    formats report it)."""
+    """NeMo content whose messages are numbers was shown as JSON text without a report (the other formats report
+    it); chat dicts (val files) are read as messages."""
     logs = tmp_path / "logs"
     logs.mkdir()
     recs = [{"content": [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]], "rewards": [1.0]},
@@ -678,11 +678,9 @@ def test_nemo_messages_that_are_not_text_are_reported(tmp_path, cache_dir):
             {"content": ["only the response"], "rewards": [1.0]}]
     (logs / "train_data_step4.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     run = _open(logs, cache_dir, format="nemo")
-    assert _problems(run) == [
-        [1, "wrong_type", "response is an object, not text: shown as its JSON"],
-        [1, "wrong_type", "prompt holds a message that is not text: shown as its JSON"],
-        [2, "wrong_type", "response is a number, not text: shown as its JSON"]]
+    assert _problems(run) == [[2, "wrong_type", "response is a number, not text: shown as its JSON"]]
     s = run.samples.set_index("line")
+    assert s.loc[1, "prompt"] == "q" and s.loc[1, "response"] == "a" and s.loc[1, "answer"] == "a"
     assert s.loc[2, "response"] == "5" and s.loc[3, "response"] == "fine"
     assert s.loc[4, "response"] == "only the response"
 

@@ -16,8 +16,13 @@ prompt's text within the step (NeMo repeats each prompt once per generation). ``
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 
+import pyarrow as pa
+
+from rlviz_widgets._ingest.readers.chat import ANSWER, Chat, conversation, messages_chat
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.sql import field_ref, json_number, reports_sql
 
@@ -68,6 +73,7 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
     if "group_id" not in mapped:  # a file with a step in its name: one group per prompt of the step
         ex["group_id"] = (f"CASE WHEN fs IS NOT NULL THEN fs::VARCHAR || ':' || md5({ex['prompt']})[:12] "
                           f"ELSE {ex['group_id']} END")
+        ex["_prompt_group"] = "fs IS NOT NULL"  # the group is the prompt's: named again once the prompt is read
     ex["_reports"] = _shape_reports(None if "response" in mapped else ex["response"], nan_advantage, no_start)
     used |= {"content", "rewards", *TOKEN_KEYS}
     if "advantage" in mapped:
@@ -87,14 +93,68 @@ def _read_content(ex: dict[str, str | None], mapped: set[str]) -> None:
                         f"list_slice(json_extract_string({c0}, '$[*]'), 1, -2), chr(10)) END")
     if "reward" not in mapped:
         ex["reward"] = _unwrap(field_ref("rewards"))
+    if "prompt" not in mapped and "response" not in mapped:  # the messages, split in Python (``_chat``)
+        ex["_messages"] = f"({c0})::VARCHAR"
+        # train files (texts, no roles): the messages before the trained span are the prompt. With k trained runs
+        # (assistant turns) each followed by one message (the environment's), t = 1 if one ends the sequence
+        mask = ("array_to_string(list_transform(list_slice(r.token_loss_mask[1], 1, "
+                "coalesce(TRY_CAST(r.input_lengths->>'$[0]' AS BIGINT), len(r.token_loss_mask[1]))), "
+                "lambda x: CASE WHEN x > 0 THEN '1' ELSE '0' END), '')")
+        ex["_prompt_messages"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND position('1' IN {mask}) > 0 THEN ("
+                                  f"json_array_length({c0}) - 2 * len(regexp_extract_all({mask}, '1+')) + 1 "
+                                  f"- regexp_matches({mask}, '10+$')::INT)::BIGINT END")
 
 
 NEMO = JsonlFormat(
     name="nemo", file_pattern=r"^train_data_step\d+\.jsonl$", step_pattern=r"data_step(\d+)\.jsonl$", token_ids=True,
     shown={"reward": "rewards", "tokens": "token_ids", "logprobs": "generation_logprobs", "advantage": "advantages",
            "prompt": "content", "response": "content"},
-    unwrap=_unwrap, adjust=_adjust,
+    unwrap=_unwrap, adjust=_adjust, decode=lambda t, tokenizer: _chat(t),
 )
+
+
+def _chat(t: pa.Table) -> pa.Table:
+    """The prompt, response and answer of each sample from its messages (``_messages``); their reports added to
+    ``_reports``, and the group named after the prompt read. A sample whose messages are neither texts nor
+    objects keeps the SQL's texts (and its reports)."""
+    if "_messages" not in t.column_names:
+        return t
+    prompts, responses, reports = t["prompt"].to_pylist(), t["response"].to_pylist(), t["_reports"].to_pylist()
+    answers: list[str | None] = [None] * t.num_rows
+    for i, (text, split) in enumerate(zip(t["_messages"].to_pylist(), t["_prompt_messages"].to_pylist())):
+        chat = _read_messages(text, split)
+        if chat is not None:
+            prompts[i], responses[i], answers[i] = chat.prompt, chat.response, chat.answer
+            reports[i] = [*(reports[i] or []), *chat.reports]
+    t = t.set_column(t.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
+    t = t.set_column(t.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
+    t = t.set_column(t.schema.get_field_index("_reports"), "_reports", pa.array(reports, pa.list_(pa.string())))
+    if "_prompt_group" in t.column_names:
+        groups = [f"{g.split(':', 1)[0]}:{hashlib.md5(p.encode()).hexdigest()[:12]}" if own and g and p else g
+                  for g, p, own in zip(t["group_id"].to_pylist(), prompts, t["_prompt_group"].to_pylist())]
+        t = t.set_column(t.schema.get_field_index("group_id"), "group_id", pa.array(groups, pa.string()))
+    if any(a is not None for a in answers) and "_n_" + ANSWER not in t.column_names:  # a custom text column
+        nulls = pa.nulls(t.num_rows, pa.string())
+        for prefix, col in (("_n_", pa.nulls(t.num_rows, pa.float64())), ("_s_", pa.array(answers, pa.string())),
+                            ("_f_", nulls), ("_o_", nulls)):
+            t = t.append_column(prefix + ANSWER, col)
+    return t
+
+
+def _read_messages(text: str | None, split: int | None) -> Chat | None:
+    """A sample's texts from its message list: objects with roles (val files), or texts (train files: the first
+    ``split`` are the prompt, then the assistant's and the environment's by turns); None for anything else."""
+    messages = json.loads(text) if text else None
+    if not isinstance(messages, list) or not messages:
+        return None
+    if all(isinstance(m, dict) for m in messages):
+        return messages_chat(messages)
+    if len(messages) < 2 or not all(m is None or isinstance(m, str) for m in messages):
+        return None
+    p = len(messages) - 1 if split is None else min(max(split, 1), len(messages) - 1)
+    turns = [(None, m or "") for m in messages[:p]]
+    turns += [("assistant" if (i - p) % 2 == 0 else "environment", m or "") for i, m in enumerate(messages[p:], p)]
+    return conversation(turns, p)
 
 
 class NemoReader(JsonlReader):
@@ -112,17 +172,17 @@ def _shape_reports(response: str | None, nan_advantage: str | None, no_start: st
         out.append(f"CASE WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
                    f"THEN 'missing_field|no content: prompt and response left empty' "
                    f"WHEN ({response}) IS NULL THEN 'missing_field|no response text in content: left empty' END")
-        # messages that are not text (chat dicts, numbers): shown as their JSON, as the other formats do
+        # messages that are neither text nor chat objects (numbers, lists): shown as their JSON
         c0 = "r.content->'$[0]'"
         last = f"json_type({c0}->'$[#-1]')"
         kind = (f"CASE {last} WHEN 'OBJECT' THEN 'an object' WHEN 'ARRAY' THEN 'a list' "
                 f"WHEN 'BOOLEAN' THEN 'a boolean' ELSE 'a number' END")
         out.append(f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 0 "
-                   f"AND {last} NOT IN ('VARCHAR', 'NULL') "
+                   f"AND {last} NOT IN ('VARCHAR', 'NULL', 'OBJECT') "
                    f"THEN 'wrong_type|response is ' || {kind} || ', not text: shown as its JSON' END")
         out.append(f"CASE WHEN json_type({c0}) = 'ARRAY' AND json_array_length({c0}) > 1 "
                    f"AND list_bool_or(list_transform(list_slice(json_extract({c0}, '$[*]'), 1, -2), "
-                   f"lambda m: json_type(m) NOT IN ('VARCHAR', 'NULL'))) "
+                   f"lambda m: json_type(m) NOT IN ('VARCHAR', 'NULL', 'OBJECT'))) "
                    f"THEN 'wrong_type|prompt holds a message that is not text: shown as its JSON' END")
     for k in ("content", "rewards", "input_lengths"):
         v = f"r.{k}"
