@@ -10,8 +10,10 @@ log: the first ``input_lengths`` positions from the first non-zero ``generation_
 the prompt's; a response's first tokens whose log-probs are exactly 0.0 are taken for the prompt's, and a row
 with no other value is reported, its tokens the whole row); ``logprobs`` are the
 generation log-probs, ``advantage`` is the mean advantage over the response tokens, and the group is the
-prompt's text within the step (NeMo repeats each prompt once per generation). ``prev_logprobs`` are not kept
-(they are the training policy's, not a reference model's).
+prompt's text within the step (NeMo repeats each prompt once per generation). Messages (``_chat``): in train files
+(texts, no roles) those before the trained span are the prompt, then assistant and environment by turns; val files'
+``{role, content}`` objects are read as chat messages (``chat``); ``answer`` is the last assistant text.
+``prev_logprobs`` are not kept (they are the training policy's, not a reference model's).
 """
 
 from __future__ import annotations
