@@ -86,6 +86,11 @@ def warn_option(message: str) -> None:
     warnings.warn(message, OptionWarning, stacklevel=_outside_level())
 
 
+def note(message: str) -> None:
+    """Say something the user should know once (a UserWarning at the first caller outside this package)."""
+    warnings.warn(message, UserWarning, stacklevel=_outside_level())
+
+
 def _outside_level() -> int:
     """``stacklevel`` for a ``warnings.warn`` in ``warn``: the first frame whose file is not in this package, if it
     is the user's; else (a refresh from an event loop or a widget's callback) warn's caller in this package."""

@@ -120,6 +120,7 @@ class FileCache:
 
     def __init__(self, root: Path, path: Path, reader_name: str):
         self.dir = self._folder(root, path, reader_name, CACHE_VERSION)
+        self.replaced_older = False  # reset() found this log's cache as an older version of the package wrote it
         self.path = path
         self.reader_name = reader_name
 
@@ -161,6 +162,7 @@ class FileCache:
         files = os.path.join(root, "files")
         old = [Path(files, name) for v in range(1, CACHE_VERSION)  # (string paths: this runs once per file read)
                if os.path.isdir(os.path.join(files, name := self._name(self.path, self.reader_name, v)))]
+        self.replaced_older = bool(old)
         if old:
             used = leases.folders_in_use(root)
             for folder in old:

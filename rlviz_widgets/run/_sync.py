@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.sniff import first_record_has
 from rlviz_widgets._ingest.sources import NoLogsError, resolve, source_folders
 from rlviz_widgets._problems import Problem
@@ -106,6 +107,9 @@ class FileSync:
         held.enter_context(cachemod.locked(caches, quiet=True))
         unreadable: dict[str, str] = {}
         plans = [plan_file(c, unreadable) for c in caches]
+        if rebuilt := sum(c.replaced_older for c in caches):  # said once: the next open finds the new cache
+            problemsmod.note(f"{rebuilt} log file(s) had a cache written by an older version of rlviz_widgets: read "
+                             f"again into a new one (in {self.cache_root})")
         if first and unreadable and len(unreadable) == len(files):  # nothing to show: say why at once
             path, why = next(iter(unreadable.items()))
             raise NoLogsError(f"no log file can be read: {path} ({why})"

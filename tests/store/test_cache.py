@@ -885,7 +885,11 @@ def test_a_rebuild_removes_this_logs_cache_from_earlier_package_versions(tmp_pat
     before = {p.name for p in (cache / "files").iterdir()}
     assert len(before) == 2
     monkeypatch.setattr(cachemod, "CACHE_VERSION", cachemod.CACHE_VERSION + 1)
-    run = rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)  # rebuilt under the new version
+    with pytest.warns(UserWarning, match="1 log file.s. had a cache written by an older version"):
+        run = rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)  # rebuilt under the new version
+    with warnings.catch_warnings():  # said once: the next open reads the new cache and says nothing
+        warnings.simplefilter("error")
+        rlviz_widgets.open_run(rank0, cache_dir=cache, progress=False)
     after = {p.name for p in (cache / "files").iterdir()}
     old0 = cachemod.FileCache._folder(cache.resolve(), rank0.resolve(), run.relations.reader.name,
                                       cachemod.CACHE_VERSION - 1)
