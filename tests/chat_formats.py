@@ -9,6 +9,10 @@
   message is the templated prompt, the assistant's text has no stop token but its ids do, the environment text
   ("Environment: correct") is tokenized raw after it; per-token rows right-padded to the batch's longest sequence
   (pad id, mask 0). Val files: ``content`` = ``[[{role, content}, ...]]``, ``rewards``, ``idx`` only.
+- Generic OpenAI chat JSON lines (§7, openai-python ``types/chat``): ``messages`` of ``{role, content}``, content a
+  string or a list of parts (``{type: "text", text}``, ``{type: "image_url", image_url: {url, detail}}``), assistant
+  ``content: null`` beside ``tool_calls: [{id, type: "function", function: {name, arguments: JSON text}}]``, tool
+  results ``{role: "tool", tool_call_id, content}``; the dumper's own ``step``, ``group``, ``reward`` beside them.
 """
 
 from __future__ import annotations
@@ -111,3 +115,51 @@ def write_nemo_chat(log_dir: Path, step: int = 3, prompts: int = 9, n: int = 4, 
                    "sample_loss_mask": [1.0], "advantages": [[reward - 0.5] * width]}
             f.write(json.dumps({**rec, "idx": i}) + "\n")
     return truth
+
+
+def openai_chat_samples(prompt: int, step: int, reward_key: str = "reward") -> list[tuple[dict, dict]]:
+    """Three generations of one prompt (group ``prompt``), as (record, expected texts): two tool-calling turns
+    before the answer, a plain answer, and a question with an image part."""
+    city = f"City{prompt}"
+    system = {"role": "system", "content": "You can call tools."}
+    user = {"role": "user", "content": [{"type": "text", "text": f"Weather in {city}?"}]}
+    calls = [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": json.dumps({"city": city, "days": [1, 2]})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18C, cloudy"},
+        {"role": "assistant", "content": "Converting.", "tool_calls": [
+            {"id": "call_2", "type": "function",
+             "function": {"name": "to_fahrenheit", "arguments": '{"celsius":18}'}}]},
+        {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "64F"}]},
+        {"role": "assistant", "content": "It is 64F and cloudy."}]
+    image = {"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}},
+        {"type": "text", "text": f"Is it {city}?"}]}
+    prompt_text = f"── system ──\nYou can call tools.\n── user ──\nWeather in {city}?"
+    shapes = [
+        ([system, user, *calls], prompt_text,
+         f'get_weather({{"city": "{city}", "days": [1, 2]}})\n── tool ──\n18C, cloudy\n── assistant ──\n'
+         f'Converting.\nto_fahrenheit({{"celsius": 18}})\n── tool ──\n64F\n── assistant ──\nIt is 64F and cloudy.',
+         "It is 64F and cloudy."),
+        ([system, user, {"role": "assistant", "content": "No idea."}], prompt_text, "No idea.", "No idea."),
+        ([system, image, {"role": "assistant", "content": "Yes."}],
+         f"── system ──\nYou can call tools.\n── user ──\n[image]\nIs it {city}?", "Yes.", "Yes."),
+    ]
+    out = []
+    for k, (messages, prompt_shown, response, answer) in enumerate(shapes):
+        reward = float(k == 0)
+        record = {"step": step, "group": f"q{prompt}", reward_key: reward, "messages": messages, "source": "web"}
+        out.append((record, {"prompt": prompt_shown, "response": response, "answer": answer,
+                             "group": f"q{prompt}", "reward": reward, "step": step}))
+    return out
+
+
+def write_openai_chat(folder: Path, steps: tuple[int, ...] = (1, 2), prompts: int = 2,
+                      reward_key: str = "reward") -> list[dict]:
+    """``rollouts.jsonl``: per step ``prompts`` x 3 samples (``openai_chat_samples``), one JSON object a line as
+    ``json.dumps`` writes it. Returns per line the expected texts, group, reward and step."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs = [pair for s in steps for p in range(prompts) for pair in openai_chat_samples(p, s, reward_key)]
+    (folder / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r, _ in pairs))
+    return [t for _, t in pairs]

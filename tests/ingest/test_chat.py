@@ -1,4 +1,5 @@
-"""Chat-shaped logs (issue 29, first slice): TRL conversational completions, NeMo-RL train and val files."""
+"""Chat-shaped logs (issue 29): TRL conversational completions, NeMo-RL train and val files, generic OpenAI-chat
+JSON lines."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import warnings
 
 import pandas as pd
 import pyarrow.parquet as pq
-from chat_formats import write_nemo_chat, write_trl_chat
+from chat_formats import write_nemo_chat, write_openai_chat, write_trl_chat
 from formats import write_trl
 
 import rlviz_widgets
@@ -120,3 +121,76 @@ def test_nemo_val_bad_messages_are_located_and_kept(tmp_path, cache_dir):
     s = run.samples.sort_values("line")
     assert len(s) == 2 and s["response"].iloc[0] == "The sum is 0\n── judge ──\nok"
     assert s["prompt"].iloc[1].endswith("── ? ──\nThe sum is 1\n── environment ──\nEnvironment: incorrect")
+
+
+def _check_truth(s: pd.DataFrame, truth: list[dict]) -> None:
+    for col in ("prompt", "response", "answer", "reward", "step"):
+        assert s[col].tolist() == [t[col] for t in truth], col
+    assert s["group_id"].tolist() == [t["group"] for t in truth]
+
+
+def test_openai_chat_lines(tmp_path, cache_dir):
+    truth = write_openai_chat(tmp_path / "logs", steps=(1, 2), prompts=2)
+    for fmt in ("auto", "chat"):
+        run, warned = _open(tmp_path / "logs", cache_dir / fmt, format=fmt)
+        s = run.samples.sort_values("line").reset_index(drop=True)
+        assert run.format == "chat" and run.problems.empty and not warned
+        _check_truth(s, truth)
+        assert s.groupby(["step", "group_id"]).size().tolist() == [3, 3, 3, 3]
+        assert s["source"].tolist() == ["web"] * 12  # other scalar fields stay custom columns
+        assert "messages" not in s.columns
+
+
+def test_openai_chat_columns_mapping(tmp_path, cache_dir):
+    truth = write_openai_chat(tmp_path / "logs", steps=(7,), prompts=1, reward_key="score")
+    run, warned = _open(tmp_path / "logs", cache_dir, format="chat", columns={"reward": "score"})
+    s = run.samples.sort_values("line").reset_index(drop=True)
+    assert run.problems.empty and not warned
+    _check_truth(s, truth)
+
+
+def test_openai_chat_bad_messages_are_located_and_kept(tmp_path, cache_dir):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    user = {"role": "user", "content": "hi"}
+    said = {"role": "assistant", "content": "a"}
+    bad_call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{query: oops"}}]}
+    recs = [{"step": 1, "reward": 0.0, "messages": [user, said, {"content": "who?"}]},
+            {"step": 1, "reward": 0.0, "messages": [user, {"role": "assistant"}]},
+            {"step": 1, "reward": 0.0, "messages": [user, said, {"role": "critic", "content": "meh"}]},
+            {"step": 1, "reward": 0.0, "messages": [user, bad_call]},
+            {"step": 1, "reward": 0.0, "messages": "hello"},
+            {"step": 1, "reward": 0.0}]
+    (folder / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run, _ = _open(folder, cache_dir, format="chat")
+    assert run.problems[["line", "kind", "message"]].values.tolist() == [
+        [1, "missing_field", "message 2 has no role: shown as ?"],
+        [2, "missing_field", "message 1 (assistant) has no content: shown empty"],
+        [3, "unknown_role", 'message 2 has the role "critic": shown as written'],
+        [4, "wrong_type", 'message 1: the arguments of the tool call "search" are not valid JSON: shown as written'],
+        [5, "wrong_type", "messages is not a list of messages: prompt and response left empty"],
+        [6, "missing_field", "no messages: prompt and response left empty"]]
+    s = run.samples.sort_values("line")
+    s = s.astype(object).where(s.notna(), None)
+    assert s["prompt"].tolist() == ["hi"] * 4 + [None, None]
+    assert s["response"].tolist() == ["a\n── ? ──\nwho?", "", "a\n── critic ──\nmeh", "search({query: oops)", None,
+                                      None]
+    assert s["answer"].tolist() == ["a", "", "a", "search({query: oops)", None, None]
+
+
+def test_openai_chat_payloads_stay_plain_text(tmp_path, cache_dir):
+    """Markup in a tool argument, a role and a tool name comes back exactly as written: no escaping here (the
+    widgets show text)."""
+    x = "<img src=x onerror=alert(1)>"
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    call = {"id": "c1", "type": "function", "function": {"name": f"tool{x}", "arguments": json.dumps({"q": x})}}
+    messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": f"judge{x}", "content": f"</script>{x}"}]
+    (folder / "a.jsonl").write_text(json.dumps({"step": 0, "reward": 1.0, "messages": messages}) + "\n")
+    run, _ = _open(folder, cache_dir)
+    s = run.samples
+    assert run.format == "chat"
+    assert s["response"].iloc[0] == f'tool{x}({{"q": "{x}"}})\n── judge{x} ──\n</script>{x}'
+    assert run.problems["kind"].tolist() == ["unknown_role"]

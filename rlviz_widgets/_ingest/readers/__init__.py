@@ -7,6 +7,7 @@ fields are in a ``JsonlFormat``; TRL's Parquet files are read whole (``trl``).
 from rlviz_widgets._ingest.readers.base import FileReader, LineReader, Reader
 from rlviz_widgets._ingest.readers.jsonl import DEFAULT_PAD_TOKEN, JsonlFormat, JsonlReader, non_scalar_message
 from rlviz_widgets._ingest.readers.mapping import ColumnsReader
+from rlviz_widgets._ingest.readers.messages import ChatReader
 from rlviz_widgets._ingest.readers.nemo import NemoReader
 from rlviz_widgets._ingest.readers.openinstruct import OpenInstructReader
 from rlviz_widgets._ingest.readers.rlb import RLBReader
@@ -14,7 +15,9 @@ from rlviz_widgets._ingest.readers.trl import TRLReader
 from rlviz_widgets._ingest.readers.verl import VerlReader
 
 READERS: dict[str, type[Reader]] = {"rlb": RLBReader, "verl": VerlReader, "trl": TRLReader,
-                                    "openinstruct": OpenInstructReader, "nemo": NemoReader, "columns": ColumnsReader}
+                                    "openinstruct": OpenInstructReader, "nemo": NemoReader, "chat": ChatReader,
+                                    "columns": ColumnsReader}
 
-__all__ = ["DEFAULT_PAD_TOKEN", "READERS", "ColumnsReader", "FileReader", "JsonlFormat", "JsonlReader", "LineReader",
-           "NemoReader", "OpenInstructReader", "RLBReader", "Reader", "TRLReader", "VerlReader", "non_scalar_message"]
+__all__ = ["DEFAULT_PAD_TOKEN", "READERS", "ChatReader", "ColumnsReader", "FileReader", "JsonlFormat", "JsonlReader",
+           "LineReader", "NemoReader", "OpenInstructReader", "RLBReader", "Reader", "TRLReader", "VerlReader",
+           "non_scalar_message"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function", "environment"})
 ANSWER = "answer"  # the text column of the last assistant turn (a custom column of the log's part)
 
@@ -52,16 +54,29 @@ def _content_text(content) -> str | None:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _call_text(call) -> str:
-    """A tool call as ``name(arguments as JSON)``; TRL's arguments are a struct whose absent fields read null."""
+def _arguments_text(args, where: str, reports: list[str]) -> str:
+    """A tool call's arguments as JSON text: TRL's struct (absent fields read null, dropped), or the OpenAI format's
+    JSON text, parsed and written again; text that is not JSON is reported and shown as written."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            reports.append(f"wrong_type|{where} are not valid JSON: shown as written")
+            return args
+    elif isinstance(args, dict):
+        args = {k: v for k, v in args.items() if v is not None}
+    elif args is None:
+        return ""
+    return json.dumps(args, ensure_ascii=False, default=str)
+
+
+def _call_text(call, where: str, reports: list[str]) -> str:
+    """A tool call as ``name(arguments as JSON)``."""
     fn = call.get("function") if isinstance(call, dict) else None
     fn = fn if isinstance(fn, dict) else (call if isinstance(call, dict) else {})
-    args = fn.get("arguments")
-    if isinstance(args, dict):
-        args = json.dumps({k: v for k, v in args.items() if v is not None}, ensure_ascii=False, default=str)
-    elif args is None:
-        args = ""
-    return f"{fn.get('name') or '?'}({args})"
+    name = fn.get("name") or "?"
+    where = f"{where}: the arguments of the tool call {json.dumps(str(name))[:80]}"
+    return f"{name}({_arguments_text(fn.get('arguments'), where, reports)})"
 
 
 def turn(message, i: int, reports: list[str]) -> tuple[str, str]:
@@ -80,7 +95,7 @@ def turn(message, i: int, reports: list[str]) -> tuple[str, str]:
     if text is None and not calls:
         reports.append(f"missing_field|message {i} ({role}) has no content: shown empty")
     lines = [text] if text else []
-    lines += [_call_text(c) for c in calls]
+    lines += [_call_text(c, f"message {i}", reports) for c in calls]
     return str(role), "\n".join(lines)
 
 
@@ -111,3 +126,23 @@ def messages_chat(messages: list) -> Chat:
     """The texts of a list of message dicts."""
     reports: list[str] = []
     return conversation([turn(m, i, reports) for i, m in enumerate(messages)], reports=reports)
+
+
+def with_chats(t: pa.Table, chats: list[Chat | None]) -> pa.Table:
+    """``t`` with each row's ``prompt``, ``response`` and ``answer`` from its chat (None: the row's own texts kept),
+    the chats' reports added to ``_reports``. ``answer`` is a custom text column (added unless a field names it)."""
+    prompts, responses, reports = t["prompt"].to_pylist(), t["response"].to_pylist(), t["_reports"].to_pylist()
+    answers: list[str | None] = [None] * t.num_rows
+    for i, chat in enumerate(chats):
+        if chat is not None:
+            prompts[i], responses[i], answers[i] = chat.prompt, chat.response, chat.answer
+            reports[i] = [*(reports[i] or []), *chat.reports]
+    t = t.set_column(t.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
+    t = t.set_column(t.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
+    t = t.set_column(t.schema.get_field_index("_reports"), "_reports", pa.array(reports, pa.list_(pa.string())))
+    if any(a is not None for a in answers) and "_n_" + ANSWER not in t.column_names:
+        nulls = pa.nulls(t.num_rows, pa.string())
+        for prefix, col in (("_n_", pa.nulls(t.num_rows, pa.float64())), ("_s_", pa.array(answers, pa.string())),
+                            ("_f_", nulls), ("_o_", nulls)):
+            t = t.append_column(prefix + ANSWER, col)
+    return t

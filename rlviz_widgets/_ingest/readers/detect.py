@@ -1,12 +1,12 @@
 """``format="auto"``: which reader a log source needs, from its files' names and first records.
 
-Each file votes with its first record's fields (names only break ties when a file has no
-readable record): RL Logging Board schema (``prompt``/``response``/``reward``/``step``), verl
-(``input``/``output``/``score``), TRL (``completions_*.parquet`` with ``prompt``/``completion``),
-open-instruct (``prompt_idx``/``response_tokens``), NeMo-RL (``content``/``rewards`` wrapped in
-one-item lists). One format found: that one. Several, or fields that match none: a clear error
-saying what was found and how to force ``format=`` or map fields with ``columns=``. Nothing
-readable at all (empty or broken files): the RL Logging Board reader, which reports each problem.
+Each file votes with its first record's fields (names only break ties when a file has no readable record): RL
+Logging Board schema (``prompt``/``response``/``reward``/``step``), verl (``input``/``output``/``score``), TRL
+(``completions_*.parquet`` with ``prompt``/``completion``), open-instruct (``prompt_idx``/``response_tokens``),
+NeMo-RL (``content``/``rewards`` wrapped in one-item lists), generic chat (a ``messages`` list of role objects). One
+format found: that one. Several, or fields that match none: a clear error saying what was found and how to force
+``format=`` or map fields with ``columns=``. Nothing readable at all (empty or broken files): the RL Logging Board
+reader, which reports each problem.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ DESCRIBE = {
     "trl": "TRL completions (completions_{step:05d}.parquet: step, prompt, completion, rewards, advantage)",
     "openinstruct": "open-instruct traces ({run}_rollouts_{shard:06d}.jsonl: step, prompt_idx, response_tokens...)",
     "nemo": "NeMo-RL train_data_step{N}.jsonl (content, rewards, token_ids... in one-item lists)",
+    "chat": "generic chat JSON lines (messages: OpenAI-chat role objects, reward, step, group)",
 }
 RLB_KEYS = {"prompt", "response", "response_tokens", "reward", "ref_reward", "ref_response", "step", "logprobs",
             "ref_logprobs", "values", "token_rewards"}
@@ -63,11 +64,18 @@ def by_fields(rec: dict) -> str | None:
     wrapped = [rec[k] for k in WRAPPED if k in rec]
     if wrapped and all(isinstance(v, list) and len(v) == 1 for v in wrapped) and keys & {"content", "token_ids"}:
         return "nemo"
+    if _chat_messages(rec.get("messages")):
+        return "chat"
     if {"prompt", "completion"} <= keys:
         return "trl"
     if keys & RLB_KEYS:
         return "rlb"
     return None
+
+
+def _chat_messages(value) -> bool:
+    """Whether a value is a list of OpenAI-chat messages (objects with a role)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
 
 
 def first_record(path: Path) -> dict | None:
@@ -110,7 +118,7 @@ def _skeleton(text: str) -> dict | None:
     too, reads it."""
     import duckdb  # (here: the module is imported by every open, and this is rare)
 
-    read = ("prompt", "response", *WRAPPED)
+    read = ("prompt", "response", "messages", *WRAPPED)
     if not text.startswith("{"):  # (stripped) no object: nothing a format knows
         return None
     try:

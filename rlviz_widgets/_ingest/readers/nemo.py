@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from rlviz_widgets._ingest.readers.chat import ANSWER, Chat, conversation, messages_chat
+from rlviz_widgets._ingest.readers.chat import Chat, conversation, messages_chat, with_chats
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.sql import field_ref, json_number, reports_sql
 
@@ -121,25 +121,14 @@ def _chat(t: pa.Table) -> pa.Table:
     objects keeps the SQL's texts (and its reports)."""
     if "_messages" not in t.column_names:
         return t
-    prompts, responses, reports = t["prompt"].to_pylist(), t["response"].to_pylist(), t["_reports"].to_pylist()
-    answers: list[str | None] = [None] * t.num_rows
-    for i, (text, split) in enumerate(zip(t["_messages"].to_pylist(), t["_prompt_messages"].to_pylist())):
-        chat = _read_messages(text, split)
-        if chat is not None:
-            prompts[i], responses[i], answers[i] = chat.prompt, chat.response, chat.answer
-            reports[i] = [*(reports[i] or []), *chat.reports]
-    t = t.set_column(t.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
-    t = t.set_column(t.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
-    t = t.set_column(t.schema.get_field_index("_reports"), "_reports", pa.array(reports, pa.list_(pa.string())))
+    chats = [_read_messages(text, split) for text, split in zip(t["_messages"].to_pylist(),
+                                                                 t["_prompt_messages"].to_pylist())]
+    t = with_chats(t, chats)
+    prompts = t["prompt"].to_pylist()
     if "_prompt_group" in t.column_names:
         groups = [f"{g.split(':', 1)[0]}:{hashlib.md5(p.encode()).hexdigest()[:12]}" if own and g and p else g
                   for g, p, own in zip(t["group_id"].to_pylist(), prompts, t["_prompt_group"].to_pylist())]
         t = t.set_column(t.schema.get_field_index("group_id"), "group_id", pa.array(groups, pa.string()))
-    if any(a is not None for a in answers) and "_n_" + ANSWER not in t.column_names:  # a custom text column
-        nulls = pa.nulls(t.num_rows, pa.string())
-        for prefix, col in (("_n_", pa.nulls(t.num_rows, pa.float64())), ("_s_", pa.array(answers, pa.string())),
-                            ("_f_", nulls), ("_o_", nulls)):
-            t = t.append_column(prefix + ANSWER, col)
     return t
 
 
