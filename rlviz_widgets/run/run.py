@@ -28,7 +28,8 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
     """Open rollout logs: a folder (every log file below it), a file, a glob, or a list of these.
 
     ``format`` is ``"auto"`` (from the file names and first records), ``"rlb"`` (RL Logging
-    Board schema), ``"verl"``, ``"trl"``, ``"openinstruct"``, ``"nemo"`` or ``"columns"``.
+    Board schema), ``"verl"``, ``"trl"``, ``"openinstruct"``, ``"nemo"``, ``"chat"`` (OpenAI-chat ``messages``)
+    or ``"columns"``.
     ``columns`` maps common names to the file's field names (``{"reward": "score"}``), for any
     other JSON-lines dump. ``tokenizer`` (anything with ``convert_ids_to_tokens`` or ``decode``)
     spells logged token ids; without one they are shown as ``#1234``.
