@@ -8,6 +8,7 @@ import html
 import pandas as pd
 
 from rlviz_widgets.run.run import Run
+from rlviz_widgets.widgets._validate import clip as cut
 
 MAX_CARD_CHARS = 2000  # of each short text (a card scrolls; the sample table and detail give the whole text)
 MAX_DETAIL_CHARS = 50_000  # of each text of the picked sample (a model's longest answers; view.selected has all)
@@ -22,8 +23,8 @@ LEFT_FILTER_HTML = ("<div class='rlv-detail-note' style='color: var(--jp-ui-font
 
 
 def clip(text: str, limit: int = MAX_CARD_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying so."""
-    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+    """``text`` cut to ``limit`` characters (a card's by default), saying so."""
+    return cut(text, limit)
 
 
 def header_html(run: Run, runs: tuple[str, ...], has_tokens: bool) -> str:
