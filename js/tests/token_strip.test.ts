@@ -11,6 +11,8 @@ interface FakeSample {
   tokens: string[];
   metrics: Record<string, number[]>;
   more?: number;
+  flags?: Record<string, number[]>;
+  turns?: { start: number; role: string }[];
 }
 
 /** The strip's model: rpc "domain" answered from `domain`, "strips" from `samples` (float32 buffers). */
@@ -46,7 +48,14 @@ class FakeModel extends BaseModel {
           index[m] = buffers.length;
           buffers.push(new Float32Array(vals).buffer);
         }
+        const flags: Record<string, number> = {};
+        for (const [f, vals] of Object.entries(s.flags ?? {})) {
+          flags[f] = buffers.length;
+          buffers.push(new Uint8Array(vals).buffer);
+        }
         return {
+          ...(s.flags ? { flags } : {}),
+          ...(s.turns ? { turns: s.turns } : {}),
           sample_id: s.sample_id,
           step: s.step ?? 1,
           reward: null,
@@ -344,6 +353,40 @@ describe("TokenStrip render", () => {
     expect(legend.textContent).toContain("±1.5");
     expect(legend.textContent).toContain("missing");
     expect(legend.querySelector(".rlv-swatch")).not.toBeNull();
+  });
+
+  it("draws tokens outside the loss mask muted and uncoloured, marks turns, and scales on trained tokens", async () => {
+    const m = new FakeModel({ sample_ids: [3], color_by: "kl" });
+    const tokens = ["<|im_start|>", "user", "Ċ", "hi", "<|im_end|>", "<|im_start|>", "assistant", "Ċ", "yes", "<|im_end|>"];
+    // a huge KL on the prompt must not set the limits of the trained tokens
+    const kl = [9, 9, 9, 9, 9, 9, 9, 9, 0.5, 0.25];
+    m.samples = [{
+      sample_id: 3, tokens, metrics: { kl },
+      flags: { trained: [0, 0, 0, 0, 0, 0, 0, 0, 1, 1], masked: [0, 0, 0, 0, 0, 0, 0, 0, 0, 1] },
+      turns: [{ start: 0, role: "user" }, { start: 5, role: "<b>tool</b>" }],
+    }];
+    const el = mount(m);
+    await settle();
+    const chip = (i: number) => el.querySelector<HTMLElement>(`.rlv-tok[data-i="${i}"]`)!;
+    expect(chip(3).classList.contains("rlv-untrained")).toBe(true);
+    expect(chip(3).style.backgroundColor).toBe("");
+    expect(chip(8).classList.contains("rlv-untrained")).toBe(false);
+    expect(chip(8).style.backgroundColor).not.toBe("");
+    expect(chip(9).classList.contains("rlv-masked")).toBe(true);
+    // limits from trained tokens only: p99 of [0.5, 0.25], not 9
+    expect(el.querySelector(".rlv-legend")!.textContent).toContain("limits 0…0.5 (p99");
+    expect(el.querySelector(".rlv-legend")!.textContent).toContain("not trained");
+    expect(el.querySelector(".rlv-legend")!.textContent).toContain("masked");
+    // turn marks before the first chip of each turn, the role shown as text
+    const marks = [...el.querySelectorAll<HTMLElement>(".rlv-turn")];
+    expect(marks.map((t) => t.textContent)).toEqual(["user", "<b>tool</b>"]);
+    expect(el.querySelector("b")).toBeNull();
+    expect(marks[1].nextElementSibling).toBe(chip(5));
+    chip(3).dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+    await settle();
+    const tip = el.querySelector(".rlv-tooltip")!.textContent!;
+    expect(tip).toContain("turn 0 (user)");
+    expect(tip).toContain("not trained");
   });
 
   it("lays the legend ticks out without overlap (−1.63 and −0.816 once drew on top of each other)", async () => {

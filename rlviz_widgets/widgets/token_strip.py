@@ -34,6 +34,26 @@ def _shares(lengths: list[int], budget: int = MAX_STRIP_TOKENS, least: int = MIN
     return shares
 
 
+def _flags_and_turns(sample: dict, share: int, buffers: list) -> dict:
+    """The loss mask and rule mask of the sent tokens as byte buffers, and the turns starting among them; a flag
+    that changes nothing (every token trained, none masked) is left out, so single-turn strips cost what they did."""
+    out: dict = {}
+    for name, unset in (("trained", True), ("masked", False)):
+        flags = sample.get(name)
+        if flags is None:
+            continue
+        flags = np.asarray(flags[:share], dtype=bool)
+        if (flags == unset).all():
+            continue
+        out.setdefault("flags", {})[name] = len(buffers)
+        buffers.append(memoryview(np.ascontiguousarray(flags, dtype=np.uint8)).cast("B"))
+    turns = [{"start": int(start), "role": clip(str(role), 60)} for start, role in sample.get("turns") or ()
+             if 0 <= start < share]
+    if turns:
+        out["turns"] = turns
+    return out
+
+
 UNKNOWN_IDS = "sample_ids: "
 
 
@@ -186,7 +206,8 @@ class TokenStrip(RpcWidget):
             samples.append({"sample_id": s["sample_id"], "step": s["step"], "reward": s["reward"],
                             "label": f"step {s['step']} · sample {s['sample_id']}{reward}",
                             "tokens": tokens, "more": max((s["n_tokens"] if s["tokens"] else 0) - share, 0),
-                            "buffers": index})  # (no token strings: no chips, and nothing "more" to say)
+                            "buffers": index,  # (no token strings: no chips, and nothing "more" to say)
+                            **_flags_and_turns(s, share, buffers)})
         return {"generation": self.generation, "metrics": self.metrics, "samples": samples}, buffers
 
     @rpc

@@ -24,6 +24,15 @@ export interface StripSample {
   tokens: string[]; // raw token strings as logged (may be "Ġthe", "<0x0A>", "<PAD>"); [] if none
   more?: number; // tokens of the sample past those sent (a reply holds ~32k tokens at most)
   buffers: Record<string, number>; // metric -> index into the reply's buffers (Float32Array, NaN = missing)
+  /** Per-token flags -> index into the buffers (Uint8Array, 1 = set): "trained" (in the loss mask), "masked"
+   * (dropped by the importance-ratio rule). Absent: every token trained, none masked. */
+  flags?: Record<string, number>;
+  /** Where each turn starts (a conversation): token position and the role as the log writes it. */
+  turns?: StripTurn[];
+}
+export interface StripTurn {
+  start: number;
+  role: string;
 }
 
 /** rpc "domain" {metric, scope, steps: number[]} -> DomainReply: colour limits for scope "step"/"run". */

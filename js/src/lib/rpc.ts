@@ -36,6 +36,11 @@ export function float32(b: DataView): Float32Array {
   return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 }
 
+/** A Uint8Array view of a byte buffer. */
+export function uint8(b: DataView): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
+
 /** Creates `call(method, params)`; replies are matched by id, timeouts reject. */
 export function createRpc(model: AnyModel, timeoutMs = 30000) {
   const waiting = new Map<string, { resolve: (r: RpcReply) => void; reject: (e: Error) => void; timer: any }>();

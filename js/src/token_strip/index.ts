@@ -173,6 +173,8 @@ class TokenStripView {
       scope,
       sampleId: perSample ? this.views[idx]?.sample.sample_id : undefined,
       theme: this.theme,
+      untrained: this.views.some((v) => v.untrained.includes(true)),
+      masked: this.views.some((v) => v.masked?.includes(1)),
     });
   }
 

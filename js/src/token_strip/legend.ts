@@ -12,6 +12,10 @@ export interface LegendInput {
   /** The sample whose scale is shown, when several samples each have their own (scope "sample"). */
   sampleId?: number;
   theme: Theme;
+  /** Some shown token is outside the loss mask (drawn muted): say what muted means. */
+  untrained?: boolean;
+  /** Some shown token is masked by the importance-ratio rule (hatched). */
+  masked?: boolean;
 }
 
 export class Legend {
@@ -21,7 +25,7 @@ export class Legend {
     this.el = el(doc, "div", "rlv-legend");
   }
 
-  render({ scale: sc, metric, scope, sampleId, theme }: LegendInput): void {
+  render({ scale: sc, metric, scope, sampleId, theme, untrained, masked }: LegendInput): void {
     const doc = this.doc;
     this.el.replaceChildren();
     if (!sc) return;
@@ -51,6 +55,14 @@ export class Legend {
     sw.style.background = css(blend(MISSING_COLOR, MISSING_ALPHA, theme.page));
     miss.append(sw, doc.createTextNode("missing (NaN / masked)"));
     info.append(miss);
+    if (untrained) info.append(this.entry("rlv-swatch rlv-tok rlv-untrained", "not trained (outside the loss mask: uncoloured)"));
+    if (masked) info.append(this.entry("rlv-swatch rlv-tok rlv-masked", "masked (hatched: dropped by the ratio rule)"));
     this.el.append(box, info);
+  }
+
+  private entry(swatchClass: string, text: string): HTMLElement {
+    const row = el(this.doc, "div");
+    row.append(el(this.doc, "span", swatchClass), this.doc.createTextNode(text));
+    return row;
   }
 }

@@ -4,7 +4,7 @@
  */
 import { metricKind, scaleFor, scaleFromDomain, type Scale } from "../lib/color";
 import type { DomainReply } from "../lib/protocol";
-import type { SampleView } from "./samples";
+import { trainedValues, type SampleView } from "./samples";
 
 /** Asks the kernel for the colour limits of a metric over some steps or the whole run. */
 export type DomainCall = (params: { metric: string; scope: string; steps: number[] }) => Promise<DomainReply>;
@@ -44,9 +44,9 @@ export class ColorScales {
     return this.current;
   }
 
-  /** Per-sample scales of a metric (memoized: a fetch needs them twice). */
+  /** Per-sample scales of a metric, from trained tokens only (memoized: a fetch needs them twice). */
   private local(views: SampleView[], metric: string): Scale[] {
-    if (this.memo?.metric !== metric) this.memo = { metric, scales: views.map((sv) => scaleFor(metric, sv.values[metric] ?? [])) };
+    if (this.memo?.metric !== metric) this.memo = { metric, scales: views.map((sv) => scaleFor(metric, trainedValues(sv, metric))) };
     return this.memo.scales;
   }
 

@@ -139,11 +139,13 @@ export class Strips {
     const lut = sc ? colorLut(sc.ramp, theme.page, theme.dark).style : null;
     const protos = new Map<string, HTMLElement[]>();
     const chips: HTMLElement[] = new Array(units.length);
+    const turnStarts = new Map<number, string>(sv.turns.map((t) => [sv.unitAt[t.start], t.role]));
     for (let k = 0; k < units.length; k++) {
       const u = units[k];
       let cls = base[k];
       let idx = 0;
-      if (sc) {
+      const painted = sc && !sv.untrained[k];
+      if (painted) {
         const v = !arr ? NaN : u.count === 1 ? arr[u.start] : unitValue(sv, u, metric);
         idx = lutIndex(v, sc);
         const clip = clipOf(v, sc);
@@ -157,16 +159,25 @@ export class Strips {
         proto = this.doc.createElement("span");
         proto.className = cls;
         proto.setAttribute("data-s", ds);
-        if (lut) proto.setAttribute("style", lut[idx]);
+        if (lut && painted) proto.setAttribute("style", lut[idx]);
         byStep[idx] = proto;
       }
       const chip = this.chip(proto, u, units[k + 1]);
       chips[k] = chip;
+      const role = turnStarts.get(k);
+      if (role !== undefined) bf.appendChild(this.turnMark(role));
       bf.appendChild(chip);
     }
     sv.chips = chips;
     sv.body.style.minHeight = "";
     sv.body.appendChild(bf);
+  }
+
+  /** The mark at a turn boundary: the turn's role, as text. */
+  private turnMark(role: string): HTMLElement {
+    const mark = el(this.doc, "span", "rlv-turn", role);
+    mark.setAttribute("aria-label", `turn: ${role}`);
+    return mark;
   }
 
   /** Recolours every strip for `paint`, or with `prev` only those whose scale changed. */
@@ -198,8 +209,10 @@ export class Strips {
       const u = units[k];
       const v = !arr ? NaN : u.count === 1 ? arr[u.start] : unitValue(sv, u, metric);
       const chip = chips[k];
-      chip.setAttribute("style", lut[lutIndex(v, sc)]); // one attribute write: cheaper than per-property styles
-      const clip = clipOf(v, sc);
+      // outside the loss mask: drawn muted and uncoloured, whatever the metric
+      if (sv.untrained[k]) chip.removeAttribute("style");
+      else chip.setAttribute("style", lut[lutIndex(v, sc)]); // one attribute write: cheaper than per-property styles
+      const clip = sv.untrained[k] ? 0 : clipOf(v, sc);
       let cls = clip > 0 ? base[k] + " rlv-clip-hi" : clip < 0 ? base[k] + " rlv-clip-lo" : base[k];
       if (k === act) cls += " rlv-active";
       if (k === pin) cls += " rlv-pinned";

@@ -5,7 +5,7 @@
 import { formatValue, type Scale } from "../lib/color";
 import { unitLabel, visibleText, type TokenUnit } from "../lib/token_text";
 import { el } from "../lib/dom";
-import { orderedMetrics, unitValue, type SampleView } from "./samples";
+import { orderedMetrics, turnOf, unitTrained, unitValue, type SampleView } from "./samples";
 
 /** What the tooltip says about a unit: heading, raw token, shown text, and [metric, value, is-colouring] rows. */
 export interface UnitFacts {
@@ -17,7 +17,11 @@ export interface UnitFacts {
 
 /** The facts about unit `u` of `sv`; `metric` is the one colouring the chips, `order` the reply's metric order. */
 export function describe(sv: SampleView, u: TokenUnit, metric: string, order: string[] | undefined): UnitFacts {
-  const head = u.count > 1 ? `positions ${u.start}–${u.start + u.count - 1} (×${u.count})` : `position ${u.start}`;
+  let head = u.count > 1 ? `positions ${u.start}–${u.start + u.count - 1} (×${u.count})` : `position ${u.start}`;
+  const turn = turnOf(sv, u.start);
+  if (turn) head += ` · turn ${turn.turn} (${turn.role})`;
+  if (!unitTrained(sv, u)) head += " · not trained";
+  if (sv.masked && sv.masked.subarray(u.start, u.start + u.count).includes(1)) head += " · masked";
   let text = u.kind === "text" ? visibleText(u.token.text) : u.count > 1 ? unitLabel(u) : u.token.raw;
   const ci = u.token.charInfo;
   if (ci) {
