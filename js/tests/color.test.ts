@@ -38,6 +38,12 @@ describe("metric kinds", () => {
     expect([metricKind("prob"), metricKind("ref_prob")]).toEqual(["prob", "prob"]);
     expect([metricKind("logprob"), metricKind("ref_logprob")]).toEqual(["logprob", "logprob"]);
   });
+
+  it("colours the rollout-trainer mismatch fields: diverging for ratios and deltas, sequential for KL and entropy", () => {
+    expect(["mismatch_log_ratio", "prob_delta", "advantage"].map(metricKind)).toEqual(["signed", "signed", "signed"]);
+    expect(["mismatch_kl", "entropy"].map(metricKind)).toEqual(["kl", "kl"]);
+    expect(["inference_logprob", "trainer_logprob"].map(metricKind)).toEqual(["logprob", "logprob"]);
+  });
 });
 
 describe("scales", () => {

@@ -55,7 +55,7 @@ export function metricKind(metric: string): MetricKind {
   if (/(^|_)(ref_)?logprobs?$|^logp$/.test(m)) return "logprob";
   if (/(^|_)(ref_)?probs?$/.test(m)) return "prob";
   if (/(^|_)kl$|^kl_|entropy/.test(m)) return "kl";
-  if (/reward|log_ratio|logratio|advantage|value|return|score/.test(m)) return "signed";
+  if (/reward|log_ratio|logratio|advantage|value|return|score|prob_delta/.test(m)) return "signed";
   return "other";
 }
 

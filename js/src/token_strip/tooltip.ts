@@ -34,8 +34,10 @@ export function describe(sv: SampleView, u: TokenUnit, metric: string, order: st
   for (const [a, b, name] of [
     ["logprob", "ref_logprob", "logprob − ref_logprob"],
     ["prob", "ref_prob", "prob − ref_prob"],
+    ["trainer_logprob", "inference_logprob", "trainer − inference logprob"],
   ]) {
-    if (sv.values[a] && sv.values[b] && !(a === "logprob" && sv.values.log_ratio)) {
+    const logged = a === "logprob" ? sv.values.log_ratio : a === "trainer_logprob" ? sv.values.mismatch_log_ratio : undefined;
+    if (sv.values[a] && sv.values[b] && !logged) {
       rows.push([name, unitValue(sv, u, a) - unitValue(sv, u, b), false]);
     }
   }
