@@ -72,6 +72,12 @@ class BrowserState:
 
     def set_state(self, sync_data) -> None:
         """Takes a front end's update (ipywidgets calls this with what a view's ``save_changes`` sent)."""
+        self._send_back(self.take_update(sync_data))
+
+    def take_update(self, sync_data) -> list[str]:
+        """Takes a front end's update as ``set_state`` does, through the same checks, and returns the names it
+        refused (a view that sent them is to be told the kernel's values). A widget composing others routes its
+        parts' updates here."""
         state = sync_data if isinstance(sync_data, dict) else {}
         taken = {k: v for k, v in state.items() if k in self._browser_writes}
         refused = [k for k in state if k not in taken]
@@ -85,8 +91,8 @@ class BrowserState:
             except Exception as e:  # noqa: BLE001 - a value the widget refuses (or its observers fail on): said
                 problem = f"{type(e).__name__}: {e}"
                 refused += list(taken)
-        self._send_back(refused)
         self._say_update(problem)
+        return refused
 
     def _send_back(self, names: list) -> None:
         keys = [k for k in names if k in self.keys]
@@ -152,10 +158,16 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
         """Tell the front end its data changed."""
         self.generation += 1
 
-    def _on_rpc(self, _widget, content, _buffers) -> None:
-        """Answers one request; every {type: "rpc"} message is answered, with an error if it is not one."""
+    def _on_rpc(self, _widget, content, buffers) -> None:
+        self.answer(content, buffers)
+
+    def answer(self, content, _buffers=(), send: Callable[[dict, list], None] | None = None) -> None:
+        """Answers one request from a front end; every {type: "rpc"} message is answered, with an error if it is
+        not one. ``send(content, buffers)`` carries the reply (default: this widget's own comm; a widget composing
+        others routes its parts' requests here and their replies through its own comm)."""
         if not isinstance(content, dict) or content.get("type") != "rpc":
             return  # not a request: nothing waits for an answer
+        send = send or self.send
         rid, method = _reply_id(content.get("id")), content.get("method")
         where = method if isinstance(method, str) and method in self._requests else "request"
         try:
@@ -163,12 +175,12 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
             buffers = []
             if isinstance(result, tuple):
                 result, buffers = result
-            self.send({"type": "rpc", "id": rid, "ok": True, "result": result}, buffers)
+            send({"type": "rpc", "id": rid, "ok": True, "result": result}, buffers)
             if self.error.startswith((f"{where}:", "request:")):  # (a malformed one's error is over too)
                 self.error = ""
         except Exception as e:  # noqa: BLE001 - the front end shows it
             self.show_error(where, e)
-            self.send({"type": "rpc", "id": rid, "ok": False, "error": clip(f"{type(e).__name__}: {e}")})
+            send({"type": "rpc", "id": rid, "ok": False, "error": clip(f"{type(e).__name__}: {e}")}, [])
 
     def _request(self, method, params):
         """Runs the request ``method`` (only an @rpc method's name is one) with ``params``."""

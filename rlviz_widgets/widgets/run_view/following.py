@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import html
 import logging
 from typing import Protocol
-
-import ipywidgets as W
 
 
 class Followed(Protocol):
@@ -15,7 +12,7 @@ class Followed(Protocol):
 
     follow: bool
     follow_interval: float
-    status: W.HTML
+    status: str
 
     def poll(self) -> bool: ...
 
@@ -52,7 +49,6 @@ class Follower:
                     view.poll()
                 except Exception as e:  # noqa: BLE001 - shown in the view, then we keep watching
                     logging.getLogger("rlviz_widgets").exception("follow: reading the logs failed")
-                    view.status.value = ("<span style='color: var(--jp-error-color1, #c00)'>follow: "
-                                         f"{html.escape(str(e))}</span>")
+                    view.status = f"follow: {e}"  # (shown as text)
         finally:
             self.task = None

@@ -1,12 +1,13 @@
 """The RunView's "GRPO groups" tab: a table of groups with their reward spread, the picked group's responses side
-by side, and its prompt across steps. Built the first time the tab is opened (grouping a big run takes a while)."""
+by side, and its prompt across steps. Built the first time the tab is opened (grouping a big run takes a while).
+Its panes are data the view's front end shows as text."""
 
 from __future__ import annotations
 
-import html
+from collections.abc import Callable
 
-import ipywidgets as W
 import pandas as pd
+import traitlets
 
 from rlviz_widgets import _groups as groupsmod
 from rlviz_widgets.run.run import Run
@@ -21,15 +22,23 @@ TABLE_COLUMNS = ("run", "step", "size", "reward_mean", "reward_std", "reward_ran
                  "advantage_mean", "prompt")
 
 
-class GroupsTab(W.VBox):
-    """The tab's box; its parts (``table``, ``summary``, ``detail``, ``strip``, ``history``) exist once built."""
+class GroupsTab(traitlets.HasTraits):
+    """The tab's state: ``summary``, ``detail`` (the picked group) and ``history`` (its prompt across steps) are
+    data the front end shows as text; ``table`` and ``strip`` are parts, made when the tab is first opened and
+    handed to ``on_parts``."""
 
-    def __init__(self, run: Run, has_tokens: bool):
-        super().__init__([W.HTML("<i>computing groups…</i>")])
+    built = traitlets.Bool(False, help="The tab was opened: groups computed, the parts made.")
+    summary = traitlets.Unicode("", help="The groups in one line.")
+    detail = traitlets.Dict(help="The picked group: name, step, prompt, its best responses as cards; {} for none.")
+    history = traitlets.Dict(help="The picked group's prompt across steps; {} for none.")
+
+    def __init__(self, run: Run, has_tokens: bool, on_parts: Callable[[SampleTable, TokenStrip], None]):
+        super().__init__()
         self.run = run
         self.has_tokens = has_tokens  # kept up to date by the view: a followed run may gain token arrays
+        self._on_parts = on_parts
         self.table: SampleTable | None = None
-        self.summary = self.detail = self.strip = self.history = None
+        self.strip: TokenStrip | None = None
         self._groups: pd.DataFrame | None = None
         self._ids: dict[str, int] = {}  # group name -> its row id in the group table
 
@@ -48,13 +57,11 @@ class GroupsTab(W.VBox):
         df = self._table_frame()
         self.table = SampleTable(df, columns=[c for c in TABLE_COLUMNS if c in df], height=260)
         self.table.sort_by, self.table.sort_desc = "reward_std", True
-        self.summary = W.HTML(self._summary_html())
-        self.detail = W.HTML()
+        self.summary = self._summary_text()
         self.strip = TokenStrip(self.run, [], color_by=color_by, scale_scope="step", show_table=False)
-        self.strip.layout.display = "none"
-        self.history = W.HTML()
         self.table.observe(self._on_pick, "selected_ids")
-        self.children = [self.summary, self.table, self.detail, self.strip, self.history]
+        self._on_parts(self.table, self.strip)
+        self.built = True
 
     def reload(self) -> None:
         """The run changed: groups computed again; the table keeps its sort and pick (the picked group may have
@@ -64,7 +71,7 @@ class GroupsTab(W.VBox):
             return
         self.strip.reload()
         self.table.replace_data(self._table_frame())
-        self.summary.value = self._summary_html()
+        self.summary = self._summary_text()
         self._on_pick({"new": self.table.selected_ids})
 
     def _table_frame(self) -> pd.DataFrame:
@@ -75,78 +82,66 @@ class GroupsTab(W.VBox):
         df.insert(0, "sample_id", [ids.setdefault(g, len(ids)) for g in df["group"]])
         return df
 
-    def _summary_html(self) -> str:
+    def _summary_text(self) -> str:
         if not len(self.groups):
-            return "<i>no samples</i>"
+            return "no samples"
         n, smallest, largest, zero = groupsmod.spread_counts(self.groups)
         if not n:
-            return ("<div class='rlv-groups-summary'>Every prompt has a single response at each step: "
-                    "no GRPO groups in this log.</div>")
-        return (f"<div class='rlv-groups-summary'><b>{n:,}</b> groups of {groupsmod.sizes_text(smallest, largest)}"
-                f" · <b style='color: var(--jp-warn-color0, #b45309)'>"
-                f"{zero:,}</b> with zero reward spread (no learning signal) · sort the table by reward_std or "
-                f"zero_spread; click a group to see its responses</div>")
+            return "Every prompt has a single response at each step: no GRPO groups in this log."
+        return (f"{n:,} groups of {groupsmod.sizes_text(smallest, largest)} · {zero:,} with zero reward spread "
+                "(no learning signal) · sort the table by reward_std or zero_spread; click a group to see its "
+                "responses")
 
     def _on_pick(self, change) -> None:
         names = [g for g, i in self._ids.items() if i == int(change["new"][-1])] if change["new"] else []
         rows = self.groups[self.groups["group"].isin(names)]
         if not len(rows):  # nothing picked, or the group is gone (the log was rewritten)
-            self.detail.value = ""
-            self.strip.layout.display = "none"
+            self.detail, self.history = {}, {}
+            self.strip.sample_ids = []
             return
         row = rows.iloc[0]
         members = groupsmod.group_samples(self.run, row["group"])
-        self.detail.value = _group_html(row, members)
+        self.detail = group_detail(row, members)
         if self.has_tokens:
             self.strip.sample_ids = [int(i) for i in members["sample_id"].head(MAX_GROUP_CARDS)]
-            self.strip.layout.display = None
-        self.history.value = _history_html(groupsmod.group_history(self.run, row))
+        self.history = history(groupsmod.group_history(self.run, row))
 
 
-def _card_html(r: pd.Series) -> str:
+def _number(v) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _card(r: pd.Series) -> dict:
     """One response of a group: its id, reward, advantage and text."""
-    adv = "" if "advantage" not in r or pd.isna(r.get("advantage")) else f" · advantage {r['advantage']:.3g}"
-    return (f"<div class='rlv-group-card' style='border: 1px solid var(--jp-border-color2, #ddd); "
-            f"border-radius: 3px; padding: 4px; min-width: 220px; flex: 1'>"
-            f"<div style='font-size: 11px'>sample {int(r['sample_id'])} · reward "
-            f"<b>{'–' if pd.isna(r['reward']) else format(r['reward'], '.4g')}</b>{adv}</div>"
-            f"<pre style='white-space: pre-wrap; margin: 2px 0; font-size: 12px; max-height: 160px; "
-            f"overflow: auto'>{html.escape(clip(str(r['response'] or '')))}</pre></div>")
+    return {"sample_id": int(r["sample_id"]), "reward": _number(r["reward"]),
+            "advantage": _number(r["advantage"]) if "advantage" in r else None,
+            "text": clip(str(r["response"] or ""))}
 
 
-def _group_html(row: pd.Series, members: pd.DataFrame) -> str:
-    """The picked group: its name, step and prompt, then its responses side by side (the best first)."""
-    cards = [_card_html(r) for _, r in members.head(MAX_GROUP_CARDS).iterrows()]  # the group table has every one
-    more = len(members) - MAX_GROUP_CARDS
+def group_detail(row: pd.Series, members: pd.DataFrame) -> dict:
+    """The picked group: its name, step and prompt, then its responses (the best MAX_GROUP_CARDS first)."""
     name = repr(row["group"]) if len(repr(row["group"])) <= MAX_NAME_CHARS else "<the group's name>"
-    if more > 0:
-        cards.append(f"<div style='align-self: center; font-size: 12px'>… and {more:,} more (lower rewards): "
-                     f"<code>rw.groups.group_samples(view.run, {html.escape(name)})</code></div>")
-    return (f"<div class='rlv-group-detail' style='color: var(--jp-ui-font-color1, #222)'>"
-            f"<div style='margin: 6px 0'>group <code>{html.escape(clip(str(row['group']), MAX_NAME_CHARS))}</code>"
-            f" · step "
-            f"{int(row['step'])} · prompt:</div><pre style='white-space: pre-wrap; font-size: 12px'>"
-            f"{html.escape(clip(str(row['prompt'] or '')))}</pre>"
-            f"<div style='display: flex; gap: 6px; overflow-x: auto'>{''.join(cards)}</div></div>")
+    more = max(len(members) - MAX_GROUP_CARDS, 0)  # the group table has every one
+    return {"group": clip(str(row["group"]), MAX_NAME_CHARS), "step": int(row["step"]),
+            "prompt": clip(str(row["prompt"] or "")),
+            "cards": [_card(r) for _, r in members.head(MAX_GROUP_CARDS).iterrows()],
+            "more": more, "more_code": f"rw.groups.group_samples(view.run, {name})" if more else ""}
 
 
-def _history_row(h: dict) -> str:
-    return (f"<tr><td>{int(h['step'])}</td><td>{int(h['responses'])}</td><td>{h['reward_mean']:.4g}</td>"
-            f"<td>{h['reward_std']:.3g}</td><td>{h['reward_min']:.4g} … {h['reward_max']:.4g}</td></tr>")
+def _history_row(h: dict) -> list:
+    return [int(h["step"]), int(h["responses"]), _number(h["reward_mean"]), _number(h["reward_std"]),
+            _number(h["reward_min"]), _number(h["reward_max"])]
 
 
-def _history_html(hist: pd.DataFrame) -> str:
-    """The prompt's steps as a table: its first and last MAX_HISTORY_ROWS // 2 when asked at more steps."""
+def history(hist: pd.DataFrame) -> dict:
+    """The prompt's steps as rows (step, responses, reward mean, std, min, max): its first and last
+    MAX_HISTORY_ROWS // 2 when asked at more steps (``skipped`` between them)."""
     if len(hist) <= 1:
-        return "<i>this prompt appears at one step only</i>"
+        return {"rows": [], "skipped": 0, "note": "this prompt appears at one step only"}
     half = MAX_HISTORY_ROWS // 2
     if len(hist) > MAX_HISTORY_ROWS:  # a prompt asked at every step of a long run
-        gap = (f"<tr><td colspan='5'><i>… {len(hist) - 2 * half:,} steps between: "
-               f"<code>rw.groups.prompt_history(view.run, prompt)</code> gives every one</i></td></tr>")
-        rows = "".join(map(_history_row, hist.head(half).to_dict("records"))) + gap + "".join(
-            map(_history_row, hist.tail(half).to_dict("records")))
-    else:
-        rows = "".join(map(_history_row, hist.to_dict("records")))
-    return ("<div class='rlv-prompt-history'><b>The same prompt across steps</b><table style='font-size: 12px'>"
-            "<tr><th>step</th><th>responses</th><th>reward mean</th><th>std</th><th>range</th></tr>"
-            f"{rows}</table></div>")
+        return {"rows": [*map(_history_row, hist.head(half).to_dict("records")),
+                         *map(_history_row, hist.tail(half).to_dict("records"))],
+                "skipped": len(hist) - 2 * half, "skipped_at": half,
+                "note": "rw.groups.prompt_history(view.run, prompt) gives every one"}
+    return {"rows": list(map(_history_row, hist.to_dict("records"))), "skipped": 0, "note": ""}

@@ -1,11 +1,13 @@
 """RunView: the facade widget. Its traits are the filters and frames users read and link; it wires them to its
-parts (chart, table, detail, token strip, groups tab) and to the queries that feed them (``_chart_data``)."""
+parts (chart, table, detail, token strip, groups tab) and to the queries that feed them (``_chart_data``). It is one
+anywidget: its front end draws the controls and panes from its synced traits and mounts the parts' own front ends,
+their state and messages carried by the hub over the view's comm."""
 
 from __future__ import annotations
 
+import html
 import os
 
-import ipywidgets as W
 import pandas as pd
 import traitlets
 
@@ -14,23 +16,51 @@ from rlviz_widgets import _charts as charts
 from rlviz_widgets._sql import bin_count
 from rlviz_widgets.run.run import Run, open_run
 from rlviz_widgets.run.runset import RunSet
+from rlviz_widgets.widgets import _fallback as fallback
+from rlviz_widgets.widgets._base import STATIC, RpcWidget, with_fallback
+from rlviz_widgets.widgets._validate import clip
 from rlviz_widgets.widgets.chart import ChartWidget
 from rlviz_widgets.widgets.run_view import panes
+from rlviz_widgets.widgets.run_view.controls import Button, Control, boolean, number_in, one_of
 from rlviz_widgets.widgets.run_view.filters import UNSET, condition, normalise_range, step_by, steps_label
 from rlviz_widgets.widgets.run_view.following import Follower
 from rlviz_widgets.widgets.run_view.groups_tab import GroupsTab
+from rlviz_widgets.widgets.run_view.hub import Hub
 from rlviz_widgets.widgets.sample_table import SampleTable
 from rlviz_widgets.widgets.step_slider import StepSlider
 from rlviz_widgets.widgets.token_strip import TokenStrip
 
+KL_METRICS = ("kl_mean", "log_ratio_mean")
+SLIDER_KEYS = ("min", "max", "step", "value", "readout", "disabled")
 
-class RunView(W.VBox):
+
+class RunView(RpcWidget):
     """A whole run in one display: curves, reward distribution, sample table, sample detail.
 
     Every filter is a traitlet (``steps``, ``reward``, ``search``, ``where``), so it can be
     observed or linked; ``filtered``, ``selected`` and ``selected_tokens`` are DataFrames that
     follow the brushes and the picked rows (computed when read, or pushed to observers).
     """
+
+    _esm = STATIC / "run_view.js"
+    _front_end = "run_view"
+    _browser_writes = {}  # the front end sends messages (controls, and its parts' updates through the hub)
+
+    # what the front end draws (small: a page of text at most)
+    header = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    """The run's header line, in parts (text)."""
+
+    status = traitlets.Unicode("").tag(sync=True)
+    """The count line ("120 of 960 samples"), or what following the logs failed on."""
+
+    controls = traitlets.Dict().tag(sync=True)
+    """The controls' values: band, zero_shift, kl_metric, kl_shown, tab."""
+
+    detail = traitlets.Dict().tag(sync=True)
+    """The picked sample's pane: sample_id, facts, blocks (its turns) and a note; {} for none."""
+
+    group_panes = traitlets.Dict().tag(sync=True)
+    """The groups tab's panes: built, summary, detail, history."""
 
     steps = traitlets.Tuple(allow_none=True, default_value=None,
                             help="Inclusive step range (lo, hi) brushed or set with filter(); None = every step.")
@@ -72,48 +102,40 @@ class RunView(W.VBox):
         self._has_tokens, self._has_ref = chart_data.capabilities(self.run)
         self._follower = Follower(self)
         self._make_parts()
-        super().__init__(children=[
-            self._header,
-            W.HBox([self.band, self.zero_shift, self.kl_metric], layout=W.Layout(flex_flow="row wrap")),
-            self.chart,
-            W.HBox([self.step_slider, self.prev_button, self.next_button, self.clear_button, self.status],
-                   layout=W.Layout(flex_flow="row wrap", align_items="center")),
-            self.tabs,
-        ])
-        self.add_class("rlv-run-view")
+        super().__init__(header=panes.header(self.run, self._runs, self._has_tokens))
+        self.hub = Hub(self.send)
+        for name, part, keys in (("chart", self.chart, None), ("table", self.table, None), ("strip", self.strip, None),
+                                 ("slider", self.step_slider.children[0], SLIDER_KEYS),
+                                 ("slider_label", self.step_slider.children[1], ["value"])):
+            self.hub.add(name, part, keys)
+        self.on_msg(self._on_message)
         self.color_by = self.strip.color_by
         self._wire()
         self._on_count()
+        self._show_controls()
+        self._show_groups()
         self.follow_interval = follow_interval
         self.follow = follow
 
     def _make_parts(self) -> None:
         run = self.run
-        # controls
-        self.band = W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1, description="band ×std",
-                                  continuous_update=False, layout=W.Layout(width="260px"))
-        self.zero_shift = W.Checkbox(value=False, description="zero shift", indent=False,
-                                     layout=W.Layout(width="110px"))
-        self.kl_metric = W.ToggleButtons(options=[("KL", "kl_mean"), ("log-ratio", "log_ratio_mean")],
-                                         value="kl_mean", style={"button_width": "80px"})
-        self.kl_metric.layout.display = None if self._has_tokens else "none"
+        # controls (the front end draws them from ``controls``; Python sets their values)
+        self.band = Control(1.0, number_in(0.0, 3.0))
+        self.zero_shift = Control(False, boolean)
+        self.kl_metric = Control("kl_mean", one_of(*KL_METRICS), visible=self._has_tokens)
+        self.tabs = Control(0, one_of(0, 1))  # 0: samples, 1: GRPO groups
         self.step_slider = StepSlider(run.step_values)
-        self.prev_button = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
-        self.next_button = W.Button(description="next ▶", layout=W.Layout(width="80px"))
-        self.clear_button = W.Button(description="clear filters", layout=W.Layout(width="110px"))
-        self.status = W.HTML()
-        # parts
+        self.prev_button, self.next_button = Button("◀ prev"), Button("next ▶")
+        self.clear_button = Button("clear filters")
+        # parts (their own front ends, mounted by the view's)
         self.chart = ChartWidget(self._spec(), self._datasets)
         self.table = SampleTable(run, height=320)
-        self.detail = W.HTML()
         self.strip = TokenStrip(run, [])
-        self.strip.layout.display = "none"
-        self._header = W.HTML(panes.header_html(run, self._runs, self._has_tokens))
-        self.samples_box = W.VBox([self.table, self.detail, self.strip])
-        self.groups_box = GroupsTab(run, self._has_tokens)
-        self.tabs = W.Tab(children=[self.samples_box, self.groups_box])
-        self.tabs.set_title(0, "samples")
-        self.tabs.set_title(1, "GRPO groups")
+        self.groups_box = GroupsTab(run, self._has_tokens, self._add_group_parts)
+
+    def _add_group_parts(self, table: SampleTable, strip: TokenStrip) -> None:
+        self.hub.add("group_table", table)
+        self.hub.add("group_strip", strip)
 
     def _wire(self) -> None:
         """Every part follows the traits; the traits follow every part."""
@@ -124,12 +146,48 @@ class RunView(W.VBox):
         self.band.observe(self._on_controls, "value")
         self.zero_shift.observe(self._on_controls, "value")
         self.kl_metric.observe(self._on_metric, "value")
+        for control in (self.band, self.zero_shift, self.kl_metric, self.tabs):
+            control.observe(self._show_controls, ("value", "visible"))
         self.step_slider.observe(self._on_slider, "value")
         self.prev_button.on_click(lambda _: self._step_by(-1))
         self.next_button.on_click(lambda _: self._step_by(+1))
         self.clear_button.on_click(lambda _: self.clear())
         self.table.observe(self._on_count, "row_count")
-        self.tabs.observe(self._on_tab, "selected_index")
+        self.tabs.observe(self._on_tab, "value")
+        self.groups_box.observe(self._show_groups, ("built", "summary", "detail", "history"))
+
+    def _show_controls(self, _change=None) -> None:
+        self.controls = {"band": self.band.value, "zero_shift": self.zero_shift.value,
+                         "kl_metric": self.kl_metric.value, "kl_shown": self.kl_metric.visible,
+                         "tab": self.tabs.value}
+
+    def _show_groups(self, _change=None) -> None:
+        g = self.groups_box
+        self.group_panes = {"built": g.built, "summary": g.summary, "detail": g.detail, "history": g.history}
+
+    # -- what the front end sends ------------------------------------------------------------------
+    def _on_message(self, _widget, content, buffers) -> None:
+        """A control moved or a button clicked in the browser (checked as from Python), or a part's message."""
+        if not isinstance(content, dict):
+            return
+        kind, name = content.get("type"), content.get("name")
+        controls = {"band": self.band, "zero_shift": self.zero_shift, "kl_metric": self.kl_metric, "tab": self.tabs}
+        buttons = {"prev": self.prev_button, "next": self.next_button, "clear": self.clear_button}
+        try:
+            if kind == "control" and name in controls:
+                controls[name].value = content.get("value")
+            elif kind == "click" and name in buttons:
+                buttons[name].click()
+            elif kind in ("control", "click"):
+                raise ValueError(f"no control {clip(repr(name), 60)}")
+            else:
+                self.hub.receive(content, buffers)
+                return
+            if self.error.startswith("control:"):
+                self.error = ""
+        except Exception as e:  # noqa: BLE001 - said in the view; its controls shown as the kernel has them
+            self.show_error("control", e)
+            self.send_state("controls")
 
     # -- the Python API ----------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -173,11 +231,11 @@ class RunView(W.VBox):
         """One row per GRPO group (prompt x step, or the log's own group ids) with reward spread."""
         return self.groups_box.groups
 
-    # the groups tab's parts (None until the tab is first opened)
+    # the groups tab's parts (None until the tab is first opened) and panes
     group_table = property(lambda self: self.groups_box.table, doc="The table of GRPO groups.")
-    group_summary = property(lambda self: self.groups_box.summary, doc="The groups tab's summary line.")
-    group_detail = property(lambda self: self.groups_box.detail, doc="The picked group's responses.")
     group_strip = property(lambda self: self.groups_box.strip, doc="The picked group's token strips.")
+    group_summary = property(lambda self: self.groups_box.summary, doc="The groups tab's summary line.")
+    group_detail = property(lambda self: self.groups_box.detail, doc="The picked group's responses (data).")
     prompt_history = property(lambda self: self.groups_box.history, doc="The picked group's prompt across steps.")
 
     # -- lazily computed frames -----------------------------------------------------------------
@@ -252,7 +310,7 @@ class RunView(W.VBox):
             return
         self.selected_ids = kept
         if ids[-1] not in passing:
-            self.detail.value = panes.LEFT_FILTER_HTML + self.detail.value
+            self.detail = {**self.detail, "note": panes.LEFT_FILTER}
 
     @traitlets.observe("selected_ids")
     def _on_selected(self, _change) -> None:
@@ -260,15 +318,13 @@ class RunView(W.VBox):
         self._refresh_frame("selected_tokens")
         ids = self.selected_ids
         if not ids:
-            self.detail.value = ""
+            self.detail = {}
             self.strip.sample_ids = []
-            self.strip.layout.display = "none"
             return
         sid = ids[-1]
-        self.detail.value = panes.detail_html(self.run.held_rows([sid]))
+        self.detail = panes.detail(self.run.held_rows([sid]))
         if self._has_tokens:
             self.strip.sample_ids = [sid]
-            self.strip.layout.display = None
 
     def _on_brush(self, change) -> None:
         if self._syncing:
@@ -321,11 +377,10 @@ class RunView(W.VBox):
     def _on_count(self, *_):
         n = self.table.row_count
         total = self.run.n_samples
-        self.status.value = (f"<span class='rlv-count'>{n:,} of {total:,} samples</span>"
-                             if n != total else f"<span class='rlv-count'>{total:,} samples</span>")
+        self.status = f"{n:,} of {total:,} samples" if n != total else f"{total:,} samples"
 
     def _on_tab(self, change) -> None:
-        if change["new"] == 1:
+        if change["new"] == 1:  # (the browser's tab, or Python's)
             self.groups_box.build(self.strip.color_by)
 
     # -- a run still training ----------------------------------------------------------------------
@@ -347,12 +402,12 @@ class RunView(W.VBox):
             self.step_slider.set_values(self.run.step_values)
         finally:
             self._syncing = False
-        self._header.value = panes.header_html(self.run, self._runs, self._has_tokens)
+        self.header = panes.header(self.run, self._runs, self._has_tokens)
         caps = chart_data.capabilities(self.run)
         if caps != (self._has_tokens, self._has_ref):  # a run followed from its first (empty) file gained them
             self._has_tokens, self._has_ref = caps
             self.groups_box.has_tokens = self._has_tokens
-            self.kl_metric.layout.display = None if self._has_tokens else "none"
+            self.kl_metric.visible = self._has_tokens
             self.chart.spec = self._spec()
         self.strip.reload()
         if any(r is not None and None in r for r in (self.steps, self.reward)):
@@ -412,11 +467,8 @@ class RunView(W.VBox):
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, and the run's summary as ``text/html`` for pages without the widget front end (an
         exported notebook)."""
-        from rlviz_widgets.widgets import _fallback as fallback
-        from rlviz_widgets.widgets._base import with_fallback
-
         bundle = super()._repr_mimebundle_(**kwargs)
-        return with_fallback(bundle, lambda: fallback.run_view(self, self._header.value))
+        return with_fallback(bundle, lambda: fallback.run_view(self, html.escape(" · ".join(self.header))))
 
 
 def _open(source, options: dict) -> Run:
