@@ -1,0 +1,293 @@
+"""Rollout–trainer mismatch as DuckDB SQL: the per-token fields, the masking rule, per-sample and per-step figures.
+
+Everything here is SQL text over a tokens relation (one row per token) and a samples relation (one row per sample),
+so that it runs inside the store's queries. Sources and conventions: ``docs/mismatch-sources.md``.
+
+- **Log ratio** ``trainer_logprob - inference_logprob`` (prime-rl's ``log_importance_ratio``, TRL's
+  ``old_per_token_logps - sampling_per_token_logps``, NeMo-RL's ``prev_logprobs - generation_logprobs``), its
+  **ratio** ``exp(log ratio)``, **mismatch KL** k3 ``ratio - 1 - log ratio`` (prime-rl's ``mismatch_kl``, verl's
+  ``token_k3``: an estimate of KL(inference ‖ trainer) from inference samples, never negative) and **prob delta**
+  ``exp(trainer) - exp(inference)`` (prime-rl's DPPO statistic).
+- **Only trained tokens count.** Off the loss mask the logs hold 0.0 for the sampler's log-prob, so every derived
+  field is NULL there, and every aggregate is over trained tokens. Non-finite inputs are NULL (as prime-rl writes
+  them); a ratio past a double's range is +inf, never an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlviz_widgets._sql import ident, mean_sql
+
+TOKEN_KINDS = ("token_truncate", "token_mask")
+SEQUENCE_KINDS = ("sequence_truncate", "sequence_mask", "geometric_mask")
+RULE_KINDS = (*TOKEN_KINDS, *SEQUENCE_KINDS, "prob_delta")
+DEFAULT = "default"  # a bound left to the rule kind's framework default
+
+# (low, high) per kind: TRL GRPOConfig vllm_importance_sampling_clip_min / _clip_max (None / 3.0) for its four modes;
+# verl's geometric rejection presets (decoupled_geo_rs: "0.999_1.001"); prime-rl's dppo_mask_low / _high (0.2 / 0.2)
+DEFAULT_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "token_truncate": (None, 3.0), "token_mask": (None, 3.0), "sequence_truncate": (None, 3.0),
+    "sequence_mask": (None, 3.0), "geometric_mask": (0.999, 1.001), "prob_delta": (0.2, 0.2)}
+
+STEP_FIGURES = ("mismatch_log_ratio_abs_mean", "mismatch_log_ratio_abs_max", "mismatch_kl_mean", "masked_fraction",
+                "rule_masked_fraction", "sequence_ratio", "entropy_mean")  # per-sample columns summed up per step
+
+
+@dataclass(frozen=True)
+class TokenColumns:
+    """The tokens relation's columns (None: the log has no such field; read as NULL)."""
+
+    inference: str = "inference_logprob"
+    trainer: str = "trainer_logprob"
+    trained: str = "trained"
+    sample: str = "sample_id"
+    logged_kl: str | None = None  # the log's own per-token mismatch KL (prime-rl ``mismatch_kl``)
+    logged_mask: str | None = None  # the log's own mask (prime-rl ``is_masked``)
+    entropy: str | None = None
+    advantage: str | None = None
+
+    def col(self, name: str | None) -> str:
+        """A column as a finite DOUBLE or NULL."""
+        return "NULL::DOUBLE" if name is None else _finite(f"{ident(name)}::DOUBLE")
+
+    def is_trained(self) -> str:
+        return f"coalesce({ident(self.trained)}, false)"
+
+    def logged(self) -> str:
+        return "NULL::BOOLEAN" if self.logged_mask is None else ident(self.logged_mask)
+
+
+def _finite(x: str) -> str:
+    return f"CASE WHEN isfinite({x}) THEN {x} END"
+
+
+def _on_trained(c: TokenColumns, x: str) -> str:
+    return f"CASE WHEN {c.is_trained()} THEN {x} END"
+
+
+def log_ratio_sql(c: TokenColumns) -> str:
+    """SQL: trainer − inference log-prob on trained tokens."""
+    return _on_trained(c, f"({c.col(c.trainer)} - {c.col(c.inference)})")
+
+
+def importance_ratio_sql(c: TokenColumns) -> str:
+    """SQL: exp(log ratio) on trained tokens."""
+    return f"exp({log_ratio_sql(c)})"
+
+
+def k3_sql(c: TokenColumns) -> str:
+    """SQL: the k3 mismatch KL from the two log-probs, ``ratio - 1 - log ratio``."""
+    r = log_ratio_sql(c)
+    return f"(exp({r}) - 1 - {r})"
+
+
+def mismatch_kl_sql(c: TokenColumns) -> str:
+    """SQL: the log's own per-token mismatch KL where it has a finite one, else k3; on trained tokens."""
+    return _on_trained(c, f"coalesce({c.col(c.logged_kl)}, {k3_sql(c)})")
+
+
+def prob_delta_sql(c: TokenColumns) -> str:
+    """SQL: exp(trainer) − exp(inference) on trained tokens."""
+    return _on_trained(c, f"(exp({c.col(c.trainer)}) - exp({c.col(c.inference)}))")
+
+
+def entropy_sql(c: TokenColumns) -> str:
+    """SQL: the finite entropy of a trained token."""
+    return _on_trained(c, c.col(c.entropy))
+
+
+def _bound(value, name: str, kind: str) -> float | None:
+    """A bound checked: None (no bound) or a finite number; ratio bounds above 0, prob-delta bounds at least 0."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, bool, np.bool_)):
+        raise TypeError(f"MismatchRule {name}= takes a number or None, not {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"MismatchRule {name}= takes a number or None, not {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"MismatchRule {name}= must be finite (None for no bound), not {value!r}")
+    if kind == "prob_delta" and x < 0:
+        raise ValueError(f"MismatchRule {name}= of a prob_delta rule must be at least 0, not {value!r}")
+    if kind != "prob_delta" and x <= 0:
+        raise ValueError(f"MismatchRule {name}= bounds a ratio: it must be above 0, not {value!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class MismatchRule:
+    """Which trained tokens a mismatch correction would mask (or, for ``*_truncate``, truncate).
+
+    ``kind``:
+    - ``"token_mask"`` / ``"token_truncate"``: each token's ratio outside [low, high] (TRL ``token_mask`` /
+      ``token_truncate``, verl ``rollout_is="token"``);
+    - ``"sequence_mask"`` / ``"sequence_truncate"``: the sequence's ratio, the product of its tokens' ratios
+      (TRL's ``sequence_*`` modes, verl ``rollout_is="sequence"``), outside [low, high]: every trained token of it;
+    - ``"geometric_mask"``: the geometric mean of its tokens' ratios outside [low, high] (verl ``seq_mean_k1``,
+      NeMo-RL ``seq-mask-tis``);
+    - ``"prob_delta"``: prime-rl's DPPO masks, prob delta above ``high`` where the advantage is positive, below
+      ``-low`` elsewhere.
+
+    Bounds left at ``"default"`` follow the framework the kind comes from: TRL's GRPOConfig for the four TRL modes
+    (``vllm_importance_sampling_clip_min=None``, ``_clip_max=3.0``; TRL's default mode is ``sequence_mask``, the
+    default here), verl's geometric presets (0.999, 1.001), prime-rl's ``dppo_mask_low`` / ``_high`` (0.2, 0.2).
+    A ratio bound of None is no bound on that side.
+    """
+
+    kind: str = "sequence_mask"
+    low: float | None | str = DEFAULT
+    high: float | None | str = DEFAULT
+
+    def __post_init__(self) -> None:
+        if self.kind not in RULE_KINDS:
+            raise ValueError(f"MismatchRule kind must be one of {', '.join(RULE_KINDS)}; not {self.kind!r}")
+        bounds = []
+        for name, value, default in zip(("low", "high"), (self.low, self.high), DEFAULT_BOUNDS[self.kind]):
+            bounds.append(default if isinstance(value, str) and value == DEFAULT else _bound(value, name, self.kind))
+        low, high = bounds
+        if self.kind == "prob_delta" and (low is None or high is None):
+            raise ValueError("a prob_delta MismatchRule needs both bounds (low= and high=, each at least 0)")
+        if low is None and high is None:
+            raise ValueError(f"a {self.kind} MismatchRule needs a bound: low=, high= or both")
+        if self.kind != "prob_delta" and low is not None and high is not None and low > high:
+            raise ValueError(f"MismatchRule low={low} is above high={high}")
+        object.__setattr__(self, "low", low)  # frozen: the checked bounds are set once, here
+        object.__setattr__(self, "high", high)
+
+    @property
+    def per_sequence(self) -> bool:
+        """Whether the rule masks whole sequences."""
+        return self.kind in SEQUENCE_KINDS
+
+    def _outside(self, log_ratio: str) -> str:
+        """SQL: a log ratio (token or sequence) outside the ratio bounds, compared in log space (no overflow)."""
+        parts = []
+        if self.low is not None:
+            parts.append(f"{log_ratio} < {math.log(self.low)!r}")
+        if self.high is not None:
+            parts.append(f"{log_ratio} > {math.log(self.high)!r}")
+        return f"coalesce({' OR '.join(parts)}, false)"
+
+    def token_sql(self, c: TokenColumns) -> str:
+        """SQL: whether a token is masked by a per-token rule (``token_*``, ``prob_delta``); trained tokens only.
+        For a per-sequence rule use ``sequence_sql`` (per sample) or ``token_window_sql``."""
+        if self.per_sequence:
+            raise ValueError(f"a {self.kind} rule masks sequences: use sequence_sql or token_window_sql")
+        if self.kind != "prob_delta":
+            return f"({c.is_trained()} AND {self._outside(log_ratio_sql(c))})"
+        d = prob_delta_sql(c)
+        # an advantage of 0 (or none) takes the low side, as prime-rl's torch.where(advantages > 0, high, low)
+        cond = f"CASE WHEN {c.col(c.advantage)} > 0 THEN {d} > {self.high!r} ELSE {d} < {-self.low!r} END"
+        return f"({c.is_trained()} AND coalesce({cond}, false))"
+
+    def sequence_log_sql(self, c: TokenColumns) -> str:
+        """SQL aggregate: the log of the sequence ratio the rule tests (a sum for the product, a mean for the
+        geometric mean) over a sample's trained tokens of finite log ratio."""
+        return f"{self._sequence_agg()}({log_ratio_sql(c)})"
+
+    def _sequence_agg(self) -> str:
+        return "avg" if self.kind == "geometric_mask" else "sum"
+
+    def sequence_sql(self, c: TokenColumns) -> str:
+        """SQL aggregate (per sample): whether the rule masks any of the sample's trained tokens."""
+        if self.per_sequence:
+            return f"(count(*) FILTER (WHERE {c.is_trained()}) > 0 AND {self._outside(self.sequence_log_sql(c))})"
+        return f"coalesce(bool_or({self.token_sql(c)}), false)"
+
+    def token_window_sql(self, c: TokenColumns) -> str:
+        """SQL: whether a token is masked by the rule, for any kind; per-sequence kinds by a window over the
+        sample (for a few samples' tokens; the per-sample table's ``sequence_masked`` is the cheap way at scale)."""
+        if not self.per_sequence:
+            return self.token_sql(c)
+        over = f"OVER (PARTITION BY {ident(c.sample)})"
+        stat = f"{self._sequence_agg()}({log_ratio_sql(c)}) {over}"
+        return f"({c.is_trained()} AND {self._outside(stat)})"
+
+    def rule_masked_count_sql(self, c: TokenColumns) -> str:
+        """SQL aggregate (per sample): the trained tokens the rule masks."""
+        trained = f"count(*) FILTER (WHERE {c.is_trained()})"
+        if self.per_sequence:
+            return f"CASE WHEN {self.sequence_sql(c)} THEN {trained} ELSE 0 END"
+        return f"count(*) FILTER (WHERE {self.token_sql(c)})"
+
+    def disagreements_sql(self, c: TokenColumns) -> str:
+        """SQL aggregate (per sample): trained tokens the log marks masked or not (not NULL) where the rule says
+        otherwise."""
+        logged = f"{c.is_trained()} AND {c.logged()} IS NOT NULL"
+        if self.per_sequence:
+            return (f"CASE WHEN {self.sequence_sql(c)} THEN count(*) FILTER (WHERE {logged} AND NOT {c.logged()}) "
+                    f"ELSE count(*) FILTER (WHERE {logged} AND {c.logged()}) END")
+        return f"count(*) FILTER (WHERE {logged} AND {c.logged()} <> {self.token_sql(c)})"
+
+
+def token_fields(c: TokenColumns, rule: MismatchRule) -> dict[str, str]:
+    """Column name -> SQL of the derived per-token fields (``run.tokens()``); ``rule_masked`` by a window for a
+    per-sequence rule, ``masked`` the log's own mask where it has one, else the rule's."""
+    rule_masked = rule.token_window_sql(c)
+    return {"mismatch_log_ratio": log_ratio_sql(c), "importance_ratio": importance_ratio_sql(c),
+            "mismatch_kl": mismatch_kl_sql(c), "prob_delta": prob_delta_sql(c), "rule_masked": rule_masked,
+            "masked": f"coalesce({c.is_trained()} AND {c.logged()}, {rule_masked})",
+            "mask_disagrees": f"({c.is_trained()} AND {c.logged()} IS NOT NULL AND {c.logged()} <> {rule_masked})"}
+
+
+def sample_figures(c: TokenColumns, rule: MismatchRule) -> dict[str, str]:
+    """Column name -> SQL aggregate of one sample's tokens (``GROUP BY`` the sample), over trained tokens:
+    ``masked_tokens`` counts the log's own mask where the sample has one (a non-NULL value on a trained token),
+    else the rule's; ``sequence_ratio`` is the geometric mean of the ratios."""
+    trained = f"count(*) FILTER (WHERE {c.is_trained()})"
+    logged_here = f"count({c.logged()}) FILTER (WHERE {c.is_trained()}) > 0"
+    rule_masked = rule.rule_masked_count_sql(c)
+    masked = (f"CASE WHEN {logged_here} THEN count(*) FILTER (WHERE {c.is_trained()} AND {c.logged()}) "
+              f"ELSE {rule_masked} END")
+    lr = log_ratio_sql(c)
+    return {
+        "trained_tokens": trained,
+        "mismatch_log_ratio_abs_mean": mean_sql(f"abs({lr})"),
+        "mismatch_log_ratio_abs_max": f"max(abs({lr}))",
+        "mismatch_kl_mean": mean_sql(mismatch_kl_sql(c)),
+        "masked_tokens": masked,
+        "masked_fraction": f"({masked}) / nullif({trained}, 0)::DOUBLE",
+        "rule_masked_tokens": rule_masked,
+        "rule_masked_fraction": f"({rule_masked}) / nullif({trained}, 0)::DOUBLE",
+        "sequence_masked": rule.sequence_sql(c),
+        "mask_disagreements": rule.disagreements_sql(c),
+        "sequence_ratio": f"exp(avg({lr}))",
+        "entropy_mean": mean_sql(entropy_sql(c)),
+    }
+
+
+def sample_query(tokens: str, c: TokenColumns, rule: MismatchRule) -> str:
+    """SQL: one row per sample of ``tokens`` (a relation's SQL or name) with ``sample_figures``."""
+    cols = ", ".join(f"{sql} AS {ident(name)}" for name, sql in sample_figures(c, rule).items())
+    return f"SELECT {ident(c.sample)}, {cols} FROM {tokens} GROUP BY {ident(c.sample)}"
+
+
+def step_figures() -> dict[str, str]:
+    """Column name -> SQL aggregate of one step's samples (rows of ``sample_query`` with a step): each of
+    ``STEP_FIGURES`` as the mean over samples with trained tokens, and its ``_p95`` / ``_p99``; the fraction of
+    those sequences with a masked token (``masked_sequences_fraction``, by the log where it has its mask;
+    ``rule_masked_sequences_fraction``), the token-weighted ``masked_token_fraction``, and the
+    ``mask_disagreements``."""
+    has = "trained_tokens > 0"
+    out: dict[str, str] = {"samples": f"count(*) FILTER (WHERE {has})"}
+    for name in STEP_FIGURES:
+        x = ident(name)
+        out[name] = mean_sql(x)
+        out[f"{name}_p95"] = f"quantile_cont({x}, 0.95)"
+        out[f"{name}_p99"] = f"quantile_cont({x}, 0.99)"
+    out["masked_sequences_fraction"] = f"avg((masked_tokens > 0)::INT) FILTER (WHERE {has})"
+    out["rule_masked_sequences_fraction"] = f"avg((rule_masked_tokens > 0)::INT) FILTER (WHERE {has})"
+    out["masked_token_fraction"] = "sum(masked_tokens) / nullif(sum(trained_tokens), 0)::DOUBLE"
+    out["mask_disagreements"] = "sum(mask_disagreements)"
+    return out
+
+
+def step_query(samples: str, step: str = "step") -> str:
+    """SQL: one row per step of ``samples`` (``sample_query``'s rows with a ``step`` column), by step."""
+    cols = ", ".join(f"{sql} AS {ident(name)}" for name, sql in step_figures().items())
+    return f"SELECT {ident(step)}, {cols} FROM {samples} GROUP BY {ident(step)} ORDER BY {ident(step)}"
