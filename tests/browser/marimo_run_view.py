@@ -46,7 +46,7 @@ def _(mo):
 
 @app.cell
 def _(bare):
-    bare
+    bare  # noqa: B018 - marimo shows a cell's last expression
     return
 
 

@@ -128,7 +128,8 @@ def test_run_view_in_marimo(marimo_app, browser, artifacts):
             assert 8.5 < lo < 11.5 and 18.5 < hi < 21.5 and hi - lo == pytest.approx(10, abs=0.2), state
             want = int(samples.step.between(lo, hi).sum())
             assert 0 < state["filtered"] == want < len(samples), (state, want)
-            expect(view.locator(".rlv-step-row .rlv-count")).to_contain_text(f"{want:,} of {len(samples):,}", timeout=20_000)
+            count = view.locator(".rlv-step-row .rlv-count")
+            expect(count).to_contain_text(f"{want:,} of {len(samples):,}", timeout=20_000)
 
             # click a row: the kernel holds the pick, and that sample's token strip is drawn
             row = view.locator(".rlv-sample-table .rlv-row[data-id]").nth(1)

@@ -132,7 +132,11 @@ def test_selection_opens_detail_and_tokens(view):
     assert view.selected_ids == [sid] and view.selected.sample_id.tolist() == [sid]
     assert view.strip.sample_ids == [sid]
     assert len(view.selected_tokens) == int(view.selected.n_tokens.iloc[0])
-    assert str(sid) in view.detail.value
+    detail = view.detail
+    assert detail["sample_id"] == sid and ["sample", str(sid)] in detail["facts"]
+    assert [b["role"] for b in detail["blocks"]] == ["prompt", "response", "ref response"]
+    row = view.selected.iloc[0]
+    assert [b["text"] for b in detail["blocks"]] == [row.prompt, row.response, row.ref_response]
 
 
 def test_the_detail_follows_the_filter(view):
@@ -142,15 +146,15 @@ def test_the_detail_follows_the_filter(view):
     view.selected_ids = [late, early]  # the detail shows the last picked
     view.filter(steps=(3, 5))  # early leaves: the detail shows late, saying the one shown left
     assert view.selected_ids == [late] and view.selected.sample_id.tolist() == [late]
-    assert "the sample shown left the filter" in view.detail.value and f"<b>{late}</b>" in view.detail.value
+    assert view.detail["note"] == "the sample shown left the filter" and view.detail["sample_id"] == late
     assert view.strip.sample_ids == [late]
     view.filter(search="no such text anywhere")  # late leaves too: nothing is shown, the note says why
-    assert view.selected_ids == [] and view.strip.sample_ids == [] and view.strip.layout.display == "none"
-    assert "the sample shown left the filter" in view.detail.value and f"<b>{late}</b>" not in view.detail.value
+    assert view.selected_ids == [] and view.strip.sample_ids == []
+    assert view.detail == {"note": "the sample shown left the filter"}
     view.clear()
     view.selected_ids = [late]
     view.filter(steps=(3, 5))  # still passing: kept, no note
-    assert view.selected_ids == [late] and "left the filter" not in view.detail.value
+    assert view.selected_ids == [late] and view.detail["note"] == "" and view.detail["sample_id"] == late
 
 
 def test_detail_escapes_model_text(logs, cache_dir):
@@ -161,8 +165,10 @@ def test_detail_escapes_model_text(logs, cache_dir):
     view = rw.RunView(logs, cache_dir=cache_dir, progress=False)
     sid = int(view.run.sql("select sample_id from samples where response like '%onerror%'").sample_id[0])
     view.selected_ids = [sid]
-    assert "<img" not in view.detail.value and "<script>" not in view.detail.value
-    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in view.detail.value
+    # the pane is data: the response as the log has it, which the front end shows as text (textContent)
+    response = next(b for b in view.detail["blocks"] if b["role"] == "response")
+    assert response["text"] == rec["response"]
+    assert not any("<" in v for _, v in view.detail["facts"])
 
 
 def test_step_navigation_uses_real_step_values(tmp_path, cache_dir):
@@ -413,20 +419,20 @@ def test_a_picked_group_stays_picked_as_the_run_grows(tmp_path, cache_dir):
                     f.write(json.dumps({"step": step, "prompt": f"q{g}", "response": f"r{k}", "reward": k + step,
                                         "uid": g}) + "\n")
     view = rw.RunView(log, cache_dir=cache_dir, progress=False)
-    view.tabs.selected_index = 1  # the GRPO tab
+    view.tabs.value = 1  # the GRPO tab
     table = view.group_table
     frame = table._data
     table.selected_ids = frame.loc[frame["group"] == "1:c", "sample_id"].tolist()
-    assert "1:c" in view.group_detail.value
+    assert view.group_detail["group"] == "1:c"
     with open(path, "a") as f:  # a late line: group a of step 0, and a third response of the picked group
         f.write(json.dumps({"step": 0, "prompt": "qa", "response": "late", "reward": 0.5, "uid": "a"}) + "\n")
         f.write(json.dumps({"step": 1, "prompt": "qc", "response": "third", "reward": 9, "uid": "c"}) + "\n")
     assert view.poll()
-    assert table.selected["group"].tolist() == ["1:c"] and "1:c" in view.group_detail.value
-    assert "third" in view.group_detail.value
+    assert table.selected["group"].tolist() == ["1:c"] and view.group_detail["group"] == "1:c"
+    assert "third" in [c["text"] for c in view.group_detail["cards"]]
     assert len(table._data) == 7 and table._data["sample_id"].is_unique
     table.selected_ids = table._data.loc[table._data["group"] == "0:a", "sample_id"].tolist()
-    assert "0:a" in view.group_detail.value and "late" in view.group_detail.value
+    assert view.group_detail["group"] == "0:a" and "late" in [c["text"] for c in view.group_detail["cards"]]
 
 
 def test_a_value_a_part_refuses_is_refused_by_the_view(view):
@@ -527,7 +533,7 @@ def test_following_a_run_from_its_empty_first_file(tmp_path, cache_dir):
     log.mkdir()
     (log / "rank0.jsonl").write_text("")
     view = rw.RunView(log, cache_dir=cache_dir, progress=False)
-    assert view.kl_metric.layout.display == "none" and view.strip.metrics == []
+    assert view.kl_metric.visible is False and view.controls["kl_shown"] is False and view.strip.metrics == []
     rng = random.Random(2)
     with open(log / "rank0.jsonl", "a") as f:
         for i in range(12):
@@ -537,9 +543,10 @@ def test_following_a_run_from_its_empty_first_file(tmp_path, cache_dir):
     assert view.table.visible_columns == fresh.table.visible_columns and "kl_mean" in view.table.visible_columns
     assert "acc" in view.table.visible_columns
     assert view.strip.metrics == fresh.strip.metrics and view.color_by == "kl"
-    assert view.kl_metric.layout.display is None and json.dumps(view.chart.spec) == json.dumps(fresh.chart.spec)
+    assert view.kl_metric.visible is True and view.controls["kl_shown"] is True
+    assert json.dumps(view.chart.spec) == json.dumps(fresh.chart.spec)
     view.selected_ids = view.run.samples.sample_id.head(1).tolist()
-    assert view.strip.sample_ids == view.selected_ids and view.strip.layout.display is None
+    assert view.strip.sample_ids == view.selected_ids
 
 
 def test_a_token_strip_refuses_a_metric_it_does_not_have(view):
@@ -563,10 +570,10 @@ def test_after_a_poll_the_detail_and_the_sort_follow_a_rewritten_file(tmp_path, 
     view = rw.RunView(log, cache_dir=cache_dir, progress=False)
     view.selected_ids = [int(view.run.samples.sample_id.iloc[0])]
     view.table.sort_by = "acc"
-    assert "OLD answer" in view.detail.value
+    assert "OLD answer" in json.dumps(view.detail)
     f.write_text(json.dumps({"step": 0, "prompt": "p", "response": "NEW answer", "reward": 5.0}) + "\n")
     assert view.poll()
-    assert "NEW answer" in view.detail.value and "OLD answer" not in view.detail.value
+    assert "NEW answer" in json.dumps(view.detail) and "OLD answer" not in json.dumps(view.detail)
     assert view.table.sort_by == "" and not view.table.error
     page = call(view.table, "rows", offset=0, limit=5)[0]
     assert page["ok"] and len(page["result"]["ids"]) == 1
@@ -587,16 +594,20 @@ def test_the_panes_stay_small_whatever_the_texts(tmp_path, cache_dir):
     view = rw.RunView(log, cache_dir=cache_dir, progress=False, columns={"group_id": "qid"})
     big = int(view.run.samples.query("step == 0").sample_id.iloc[0])
     view.selected_ids = [big]
-    assert len(view.detail.value) < 3 * 50_000 + 2000 + 5000
-    assert view.detail.value.count("more characters]") == 4  # prompt, response, ref response, ground truth
+    pane = json.dumps(view.detail, ensure_ascii=False)
+    assert len(pane) < 3 * 50_000 + 2000 + 5000
+    assert pane.count("more characters]") == 4  # prompt, response, ref response, ground truth
     assert view.selected.response[0] == "R" * 80_000  # the frame has every character
-    view.tabs.selected_index = 1
+    view.tabs.value = 1
     frame = view.group_table._data
     view.group_table.selected_ids = frame.loc[frame["step"] == 300, "sample_id"].tolist()
-    assert len(view.group_detail.value) < 3000 and "300:" in view.group_detail.value
-    history = view.prompt_history.value
-    assert history.count("<tr>") == 1 + 200 + 1 and "100 steps between" in history
-    assert "<td>1</td>" in history and "<td>300</td>" in history and "<td>150</td>" not in history
+    group = json.dumps(view.group_detail)
+    assert len(group) < 3000 and view.group_detail["group"].startswith("300:")
+    assert view.group_panes["detail"] == view.group_detail  # what the front end is sent
+    history = view.prompt_history
+    assert len(history["rows"]) == 200 and history["skipped"] == 100 and history["skipped_at"] == 100
+    steps = [r[0] for r in history["rows"]]
+    assert 1 in steps and 300 in steps and 150 not in steps
 
 
 def test_a_big_groups_detail_stays_small(tmp_path, cache_dir):
@@ -607,13 +618,14 @@ def test_a_big_groups_detail_stays_small(tmp_path, cache_dir):
     (log / "r0.jsonl").write_text("".join(json.dumps({"step": 0, "prompt": "", "response": "x" * 3000,
                                                       "reward": i / 300}) + "\n" for i in range(300)))
     view = rw.RunView(log, cache_dir=cache_dir, progress=False)
-    view.tabs.selected_index = 1
+    view.tabs.value = 1
     view.group_table.selected_ids = [0]
-    html_value = view.group_detail.value
-    assert html_value.count("rlv-group-card") == 16 and "284 more" in html_value
+    detail = view.group_detail
+    assert len(detail["cards"]) == 16 and detail["more"] == 284
     s = view.run.samples.sort_values("reward")
     best, worst = int(s.sample_id.iloc[-1]), int(s.sample_id.iloc[0])
-    assert len(html_value) < 50_000 and f"sample {best} " in html_value and f"sample {worst} " not in html_value
+    cards = [c["sample_id"] for c in detail["cards"]]
+    assert len(json.dumps(detail)) < 50_000 and best in cards and worst not in cards
 
 
 def test_reprs_say_what_is_shown(view, logs, cache_dir):

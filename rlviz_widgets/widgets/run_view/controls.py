@@ -9,11 +9,17 @@ from collections.abc import Callable
 import traitlets
 
 
+class Checked(traitlets.Any):
+    """Any value, None included, goes through the owner's check (``Any`` lets None pass unchecked)."""
+
+    allow_none = False
+
+
 class Control(traitlets.HasTraits):
     """One control: ``value`` (observable, linkable), checked by ``check`` (a ``ValueError`` or ``TypeError`` for
     a value the control cannot take); ``visible`` says whether the view shows it."""
 
-    value = traitlets.Any()
+    value = Checked()
     visible = traitlets.Bool(True)
 
     def __init__(self, value, check: Callable, **kwargs):
