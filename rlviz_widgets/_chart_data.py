@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from rlviz_widgets._charts import PANELS
 from rlviz_widgets.run.run import Run
 from rlviz_widgets.run.runset import RunSet
 
@@ -18,6 +19,10 @@ MAX_CURVE_STEPS = 1000  # points per curve at most (a few per pixel): the chart'
 MAX_HIST_STEPS = 200  # step buckets of the heat map at most
 MIN_RUN_CURVE_STEPS = 100  # points per run's curve at least, when several runs share MAX_CURVE_STEPS
 MIN_RUN_HIST_STEPS = 20  # step buckets per run's heat map at least, when several runs share MAX_HIST_STEPS
+
+
+# the steps frame's figures the panels draw: the curve, its p95, and what its tooltip names
+PANEL_FIELDS = ("mismatch_kl_mean", "mismatch_kl_mean_p95", "masked_sequences_fraction", "entropy_mean")
 
 
 def run_names(run: Run) -> tuple[str, ...]:
@@ -29,6 +34,12 @@ def capabilities(run: Run) -> tuple[bool, bool]:
     """(token arrays, reference rewards): what the charts and the token strip have to show."""
     has_ref = "ref_reward" in run.columns and bool(run.query_frame("select count(ref_reward) n from _nums").n[0] > 0)
     return bool(run.token_metrics), has_ref
+
+
+def panels(run: Run) -> tuple[str, ...]:
+    """The diagnostics panels the run has data for (``_charts.PANELS``): a panel shows only where its field is."""
+    have = set(run.steps.columns)
+    return tuple(name for name, (field, _, _) in PANELS.items() if field in have)
 
 
 def limits(n_runs: int) -> tuple[int, int]:
@@ -70,10 +81,13 @@ def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = Fals
 
 
 def steps_frame(steps: pd.DataFrame, run: str = "") -> pd.DataFrame:
-    """Per step: KL, log-ratio and length means and the sample count."""
+    """Per step: KL, log-ratio and length means and the sample count, and the panels' figures the run has."""
     cols = {"step": steps["step"], "run": run, "samples": steps["samples"]}
     for name in ("kl_mean", "log_ratio_mean", "length_mean", "chars_mean"):
         cols[name] = steps[name] if name in steps else np.nan
+    for name in PANEL_FIELDS:
+        if name in steps:
+            cols[name] = steps[name]
     return pd.DataFrame(cols)
 
 

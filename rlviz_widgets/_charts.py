@@ -19,7 +19,7 @@ import pandas as pd
 STEPS_BRUSH = "steps_brush"
 REWARD_BRUSH = "reward_brush"
 SERIES_COLORS = {"reward": "#d6604d", "ref_reward": "#4393c3"}
-SPEC_VERSION = 3  # bump when _run_spec changes, so cached specs are rebuilt
+SPEC_VERSION = 4  # bump when _run_spec changes, so cached specs are rebuilt
 
 
 def columns_payload(df: pd.DataFrame) -> dict[str, list]:
@@ -141,6 +141,37 @@ def _step_charts(alt, enc: dict, steps_brush, *, metric: str, has_tokens: bool, 
     return [reward_chart, kl_chart, length_chart] if has_tokens else [reward_chart, length_chart]
 
 
+# The diagnostics panels, each drawn only when the run has its fields: what a collapsing run is read by.
+PANELS = {
+    "mismatch": ("mismatch_kl_mean", "mismatch KL (k3): mean and p95 over sequences", "#b35806"),
+    "entropy": ("entropy_mean", "mean token entropy (trained tokens)", "#542788"),
+}
+
+
+def _panel_charts(alt, enc: dict, steps_brush, *, panels: tuple[str, ...], multi: bool, size: dict) -> list:
+    """A step curve per panel (brushable like the top row); the mismatch panel adds the p95 over sequences,
+    dashed, and names the masked fraction in its tooltip."""
+    stats = alt.Chart(alt.Data(name="steps"))
+    real = axis(alt)
+    charts = []
+    for name in panels:
+        field, title, colour = PANELS[name]
+        color = enc["run_line"] if multi else alt.value(colour)
+        tip = ["step:Q", "run:N", alt.Tooltip(f"{field}:Q", format=".4g")]
+        if name == "mismatch":
+            tip += [alt.Tooltip(f"{field}_p95:Q", format=".4g"),
+                    alt.Tooltip("masked_sequences_fraction:Q", title="sequences masked", format=".1%")]
+        line = stats.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+            x=enc["x"], y=alt.Y(f"{field}:Q", title=field, axis=real), color=color, tooltip=tip,
+        ).add_params(steps_brush)
+        if name == "mismatch":
+            p95 = stats.mark_line(strokeDash=[4, 3], opacity=0.7).encode(
+                x=enc["x"], y=alt.Y(f"{field}_p95:Q"), color=color)
+            line = line + p95
+        charts.append(line.properties(title=title, **size))
+    return charts
+
+
 def _distribution_charts(alt, enc: dict, steps_brush, reward_brush, *, has_ref: bool, runs: tuple[str, ...],
                          size: dict) -> list:
     """The bottom row: the reward heat map per step, the histogram of the brushed steps, the reward gap."""
@@ -190,13 +221,14 @@ def _distribution_charts(alt, enc: dict, steps_brush, reward_brush, *, has_ref: 
 
 
 def _run_spec(alt, *, metric: str = "kl_mean", has_ref: bool = True, has_tokens: bool = True, width: int = 215,
-              height: int = 150, runs: tuple[str, ...] = ()) -> dict:
+              height: int = 150, runs: tuple[str, ...] = (), panels: tuple[str, ...] = ()) -> dict:
     steps_brush = alt.selection_interval(name=STEPS_BRUSH, encodings=["x"])
     reward_brush = alt.selection_interval(name=REWARD_BRUSH, encodings=["x"])
     enc = _encodings(alt, runs)
     size = {"width": width, "height": height}
     top = _step_charts(alt, enc, steps_brush, metric=metric, has_tokens=has_tokens, multi=len(runs) > 1, size=size)
     bottom = _distribution_charts(alt, enc, steps_brush, reward_brush, has_ref=has_ref, runs=runs, size=size)
+    bottom += _panel_charts(alt, enc, steps_brush, panels=tuple(panels), multi=len(runs) > 1, size=size)
     # one flat concat: Vega-Lite's interval brushes break in nested concats that start without data.
     # Legends stay in the chart that uses them (independent): a legend shared by the concat would sit
     # above the first row's titles, away from any chart.

@@ -107,3 +107,25 @@ def test_every_axis_reads_numbers_one_way(shape):
         whole = enc["field"] in ("step", "count")  # "count" is sum(count): samples
         assert enc.get("axis") == (integer if whole else real), (title, channel, enc)
     assert not any("~s" in json.dumps(enc) for _, _, enc in axes)
+
+
+@pytest.mark.parametrize("runs", [(), ("policy", "grpo")])
+def test_the_mismatch_and_entropy_panels_are_brushable_step_curves(runs):
+    """Issue 32: the panels show only when asked for (the run has their fields), on the steps dataset, brushable
+    over step like the top row; the mismatch panel's p95 is dashed and its tooltip names the masked fraction."""
+    plain = charts.run_spec(runs=runs)
+    spec = charts.run_spec(runs=runs, panels=("mismatch", "entropy"))
+    assert len(spec["concat"]) == len(plain["concat"]) + 2
+    children = {c.get("title"): c for c in spec["concat"]}
+    assert not {charts.PANELS["mismatch"][1], charts.PANELS["entropy"][1]} & {t for t, _ in _units(plain)}
+    mismatch = [u for t, u in _units(spec) if t == charts.PANELS["mismatch"][1]]
+    entropy = [u for t, u in _units(spec) if t == charts.PANELS["entropy"][1]]
+    assert [u["encoding"]["y"]["field"] for u in mismatch] == ["mismatch_kl_mean", "mismatch_kl_mean_p95"]
+    assert mismatch[1]["mark"]["strokeDash"] == [4, 3]
+    assert [u["encoding"]["y"]["field"] for u in entropy] == ["entropy_mean"]
+    for name, unit in (("mismatch", mismatch[0]), ("entropy", entropy[0])):
+        child = children[charts.PANELS[name][1]]
+        assert (child.get("data") or unit.get("data"))["name"] == "steps"
+        (brush,) = [p for p in spec["params"] if p["name"] == charts.STEPS_BRUSH]
+        assert unit["name"] in brush["views"]
+    assert "masked_sequences_fraction" in json.dumps(mismatch[0]["encoding"]["tooltip"])
