@@ -159,9 +159,9 @@ class RpcWidget(BrowserState, anywidget.AnyWidget):
         self.generation += 1
 
     def _on_rpc(self, _widget, content, buffers) -> None:
-        self.answer(content, buffers)
+        self.take_message(content, buffers)
 
-    def answer(self, content, _buffers=(), send: Callable[[dict, list], None] | None = None) -> None:
+    def take_message(self, content, _buffers=(), send: Callable[[dict, list], None] | None = None) -> None:
         """Answers one request from a front end; every {type: "rpc"} message is answered, with an error if it is
         not one. ``send(content, buffers)`` carries the reply (default: this widget's own comm; a widget composing
         others routes its parts' requests here and their replies through its own comm)."""

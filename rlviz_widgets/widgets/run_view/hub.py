@@ -1,6 +1,6 @@
 """The RunView's hub: its parts' synced state and custom messages carried over the view's one comm, each namespaced
 by part name. The parts are not displayed themselves; they keep their state, their requests and their checks of
-what the browser sends (``BrowserState.take_update``, ``RpcWidget.answer``), exactly as when shown alone.
+what the browser sends (``BrowserState.take_update``, ``RpcWidget.take_message``), exactly as when shown alone.
 
 Browser -> kernel (custom messages of the view):
   {type: "hello"}                                       -> {type: "snapshot", parts: {name: state}}
@@ -74,9 +74,9 @@ class Hub:
 
     def _message(self, name: str, msg, buffers: list) -> None:
         widget, _ = self._parts[name]
-        answer = getattr(widget, "answer", None)  # an RpcWidget; other parts take no messages
-        if answer is not None:
-            answer(msg, buffers, send=lambda c, b: self._send({"type": "part", "part": name, "msg": c}, b))
+        take = getattr(widget, "take_message", None)  # an RpcWidget; other parts take no messages
+        if take is not None:
+            take(msg, buffers, send=lambda c, b: self._send({"type": "part", "part": name, "msg": c}, b))
 
     def _update(self, name: str, state, client) -> None:
         widget, keys = self._parts[name]
