@@ -163,3 +163,43 @@ def write_openai_chat(folder: Path, steps: tuple[int, ...] = (1, 2), prompts: in
     pairs = [pair for s in steps for p in range(prompts) for pair in openai_chat_samples(p, s, reward_key)]
     (folder / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r, _ in pairs))
     return [t for _, t in pairs]
+
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def agent_messages(k: int) -> list[dict]:
+    """A multi-turn agent trajectory in the OpenAI format: one assistant turn making two tool calls at once, their
+    two results matched by ``tool_call_id``, then the answer. Markup sits in a tool argument, a role name and a tool
+    name (``XSS``, ``</script>``): it must come back as the text it is."""
+    calls = [{"id": f"c{k}a", "type": "function",
+              "function": {"name": "search", "arguments": json.dumps({"q": f"{XSS}</script>", "k": k})}},
+             {"id": f"c{k}b", "type": "function", "function": {"name": f"fetch{XSS}", "arguments": '{"url":"u"}'}}]
+    return [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": f"Find {k}."},
+            {"role": "assistant", "content": "Looking.", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": f"c{k}a", "content": "found it"},
+            {"role": "tool", "tool_call_id": f"c{k}b", "content": "</script>page"},
+            {"role": f"critic{XSS}", "content": "ok"},
+            {"role": "assistant", "content": f"Answer {k}.", "reasoning_content": "think first"}]
+
+
+def agent_turns(k: int) -> list[dict]:
+    """``agent_messages(k)`` as ``run.turns`` gives it (rows after ``sample_id``; a turn's second call has no
+    text)."""
+    def row(turn, role, text, name=None, args=None, call=None, trained=False, reasoning=None):
+        return {"turn": turn, "role": role, "text": text, "tool_name": name, "tool_arguments": args,
+                "tool_call_id": call, "start": None, "end": None, "trained": trained, "reasoning": reasoning}
+    return [row(0, "system", "Be brief."), row(1, "user", f"Find {k}."),
+            row(2, "assistant", "Looking.", "search", json.dumps({"q": f"{XSS}</script>", "k": k}), f"c{k}a", True),
+            row(2, "assistant", None, f"fetch{XSS}", '{"url": "u"}', f"c{k}b", True),
+            row(3, "tool", "found it", call=f"c{k}a"), row(4, "tool", "</script>page", call=f"c{k}b"),
+            row(5, f"critic{XSS}", "ok"), row(6, "assistant", f"Answer {k}.", trained=True, reasoning="think first")]
+
+
+def write_agent_chat(folder: Path, samples: int = 3) -> list[dict]:
+    """``agent.jsonl``: ``samples`` agent trajectories (``agent_messages``) of step 1, one group."""
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = [{"step": 1, "group": "g", "reward": float(k), "messages": agent_messages(k)} for k in range(samples)]
+    (folder / "agent.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return recs

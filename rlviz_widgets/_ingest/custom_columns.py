@@ -23,7 +23,8 @@ from rlviz_widgets._ingest.metrics import ARRAYS
 RESERVED = {"prompt", "response", "ref_response", "reward", "ref_reward", *ARRAYS, "step", "response_tokens",
             "ground_truth", "group_id", "advantage", "sample_id", "file", "line", "n_tokens", "response_chars",
             "response_pad_chars", "reward_gap", "file_no", "tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean",
-            "kl_sum", "logprob_mean", "value_mean", "token_reward_sum", "run", "id"}
+            "kl_sum", "logprob_mean", "value_mean", "token_reward_sum", "run", "id", "n_trained_tokens", "n_turns",
+            "n_tool_calls", "turns"}
 _SAFE = re.compile(r"\W+")  # letters and digits of any script stay
 STORED_PREFIX = "x_"
 LISTED_PREFIX = "o_"  # a part's column of where a custom field held a list or an object ("[" or "{") and no part

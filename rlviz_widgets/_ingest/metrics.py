@@ -3,7 +3,9 @@
 Per token: log_ratio = logprob - ref_logprob; kl = exp(log_ratio) - 1 - log_ratio (the k3
 estimator, never negative: computed so that it stays so near 0); prob = exp(logprob);
 ref_prob = exp(ref_logprob). Per sample:
-the token count, mean and sum of log_ratio and kl, mean logprob, mean value, summed token reward.
+the token count, the trained tokens' count, mean and sum of log_ratio and kl, mean logprob, mean value, summed token
+reward. The statistics are over the trained tokens only (``trained``, the loss mask, where a log covers the whole
+sequence; a log of response tokens has none: every token is trained).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import pyarrow as pa
 
 TOKEN_METRICS = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
 ARRAYS = ("logprobs", "ref_logprobs", "values", "token_rewards")  # stored per-token lists
-SAMPLE_METRICS = ("n_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "logprob_mean",
-                  "value_mean", "token_reward_sum")
+SAMPLE_METRICS = ("n_tokens", "n_trained_tokens", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum",
+                  "logprob_mean", "value_mean", "token_reward_sum")
 
 
 def _flat(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,16 +92,10 @@ def _mean(s: np.ndarray, n: np.ndarray) -> np.ndarray:
         return np.where(n > 0, s / np.maximum(n, 1), np.nan)
 
 
-def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
-    """The per-sample reductions of a table holding the token-list columns.
-
-    Each float list column is joined into one array first: a part (at most one chunk of the file) holds a few MB
-    of them, and reducing DuckDB's record batches (128 rows) one by one cost ~20 numpy calls per batch, 2x
-    the time of the sums themselves."""
-    rows = table.num_rows
-    out: dict[str, np.ndarray] = {}
-    lens = np.zeros(rows, dtype=np.int64)
-    listed = np.zeros(rows, dtype=bool)  # a token array there (an empty one is a response of 0 tokens)
+def _lists(table: pa.Table) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(each row's token count, whether it has a token array at all, each float list column ``_flat``)."""
+    lens = np.zeros(table.num_rows, dtype=np.int64)
+    listed = np.zeros(table.num_rows, dtype=bool)  # a token array there (an empty one is a response of 0 tokens)
     flat = {}
     for name in ("tokens", *ARRAYS):
         if name in table.column_names:
@@ -111,7 +107,25 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
             else:
                 flat[name] = _flat(col)
                 listed |= flat[name][2]
+    return lens, listed, flat
+
+
+def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
+    """The per-sample reductions of a table holding the token-list columns.
+
+    Each float list column is joined into one array first: a part (at most one chunk of the file) holds a few MB
+    of them, and reducing DuckDB's record batches (128 rows) one by one cost ~20 numpy calls per batch, 2x
+    the time of the sums themselves."""
+    rows = table.num_rows
+    out: dict[str, np.ndarray] = {}
+    lens, listed, flat = _lists(table)
     out["n_tokens"] = pa.array(lens.astype(np.int32), mask=~listed)  # no token arrays: unknown, not 0
+    mask = _trained(table)
+    if mask is not None:  # statistics over the trained tokens only: the others' values left out, as missing ones
+        flat = {name: (_only_trained(vals, offsets, mask), offsets, valid)
+                for name, (vals, offsets, valid) in flat.items()}
+        lens = _trained_counts(lens, mask)
+    out["n_trained_tokens"] = pa.array(lens.astype(np.int32), mask=~listed)
     nan = np.full(rows, np.nan)
     if "logprobs" in flat:
         s, n = _segment(*flat["logprobs"][:2])
@@ -145,6 +159,42 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     for name in SAMPLE_METRICS:
         out.setdefault(name, nan)
     return out
+
+
+def _trained(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(mask values, offsets, which rows have a mask) of a table's ``trained`` column; None where no row has one (a
+    log of response tokens: every token is trained)."""
+    if "trained" not in table.column_names or table["trained"].null_count == table.num_rows:
+        return None
+    arr = table["trained"].combine_chunks()
+    if arr.offset:
+        arr = pa.concat_arrays([arr])
+    offsets = arr.offsets.to_numpy()
+    values = arr.values.slice(offsets[0], offsets[-1] - offsets[0]).fill_null(False)
+    return (values.to_numpy(zero_copy_only=False).astype(bool), offsets - offsets[0],
+            ~arr.is_null().to_numpy(zero_copy_only=False))
+
+
+def _only_trained(vals: np.ndarray, offsets: np.ndarray, mask: tuple) -> np.ndarray:
+    """``vals`` (a list column's values, rows at ``offsets``) with NaN at the tokens not trained: those the mask says
+    are not, and in a row with a mask, those past its end; a row without one is trained whole."""
+    tvals, toffs, has = mask
+    rows = len(offsets) - 1
+    row = np.repeat(np.arange(rows), np.diff(offsets))
+    pos = np.arange(len(vals)) - offsets[:-1][row]
+    masked = has[:rows][row] if len(has) >= rows else np.zeros(len(vals), bool)
+    inside = masked & (pos < np.diff(toffs)[row])
+    keep = ~masked
+    keep[inside] = tvals[toffs[:-1][row[inside]] + pos[inside]]
+    return np.where(keep, vals, np.nan)
+
+
+def _trained_counts(lens: np.ndarray, mask: tuple) -> np.ndarray:
+    """The trained tokens among each row's first ``lens`` (its token count); a row without a mask: all of them."""
+    tvals, toffs, has = mask
+    c = np.concatenate([[0], np.cumsum(tvals)])
+    upto = toffs[:-1] + np.minimum(np.diff(toffs), lens)
+    return np.where(has, c[upto] - c[toffs[:-1]], lens)
 
 
 def with_reductions(table: pa.Table) -> pa.Table:

@@ -34,12 +34,13 @@ import pyarrow.parquet as pq
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest.custom_columns import FIRST_LINES, LISTED_PREFIX, listed_key, number_text
 from rlviz_widgets._ingest.metrics import with_reductions
+from rlviz_widgets._ingest.readers.turns import empty as no_turns
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._store import leases, token_store
-from rlviz_widgets._store.token_store import TOKEN_COLUMNS
+from rlviz_widgets._store.token_store import STORED, TOKEN_COLUMNS
 
 # what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
-CACHE_VERSION = 30
+CACHE_VERSION = 31
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:
@@ -739,7 +740,11 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
     if "n_tokens" not in table.column_names:  # a part of chunks parsed together has them already
         table = with_reductions(table)
     token_store.write(table, folder / f"part-{part}.arrow")
-    _write_parquet(table.drop_columns([c for c in TOKEN_COLUMNS if c in table.column_names]), folder, part)
+    table = table.drop_columns([c for c in STORED if c in table.column_names])
+    for name, col in no_turns(table.num_rows).items():  # every part has them: the samples' SQL names them
+        if name not in table.column_names:
+            table = table.append_column(name, col)
+    _write_parquet(table, folder, part)
 
 
 def _write_parquet(table: pa.Table, folder: Path, part: str) -> None:

@@ -25,7 +25,7 @@ from rlviz_widgets.run._views import ID_STRIDE, TOKEN_FIELDS
 
 STAT_COLUMNS = {  # steps frame: output prefix -> samples column
     "reward": "reward", "ref_reward": "ref_reward", "reward_gap": "reward_gap",
-    "kl": "kl_mean", "log_ratio": "log_ratio_mean", "length": "n_tokens", "chars": "response_chars",
+    "kl": "kl_mean", "log_ratio": "log_ratio_mean", "length": "n_trained_tokens", "chars": "response_chars",
 }
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOKEN_METRIC_ORDER = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
@@ -104,6 +104,15 @@ def ids_by_file(ids: list[int]) -> dict[int, list[int]]:
     return by_file
 
 
+def _sequence_arrays(g: pd.DataFrame | None) -> dict[str, np.ndarray | list]:
+    """A sample's tokens' ``turn`` (int32, -1 where unknown), ``role`` (text, "" where unknown) and ``trained``."""
+    if g is None or "turn" not in g:
+        return {"turn": np.zeros(0, np.int32), "role": [], "trained": np.zeros(0, bool)}
+    return {"turn": g["turn"].to_numpy(dtype="float64", na_value=-1).astype(np.int32),
+            "role": [r if isinstance(r, str) else "" for r in g["role"].tolist()],
+            "trained": g["trained"].to_numpy(dtype=bool, na_value=True)}
+
+
 class Relations(Protocol):
     """What the queries read: a ``RunViews`` (one run) or a ``SetViews`` (several)."""
 
@@ -119,6 +128,7 @@ class Relations(Protocol):
     def parts(self, file_nos=None) -> list[tuple[int, str]]: ...
     def samples_sql(self, parts: list[tuple[int, str]], where: str = "", lines: dict | None = None) -> str: ...
     def tokens_sql(self, parts: list[tuple[int, str]], lines: dict | None = None, limit: int | None = None) -> str: ...
+    def turns_sql(self, parts: list[tuple[int, str]], lines: dict | None = None) -> str: ...
     def register_tokens(self, cur, parts=None, lines=None) -> None: ...
     def token_fields(self) -> list[str]: ...
     def map_token_files(self) -> None: ...
@@ -315,6 +325,28 @@ class Frames(metaclass=ABCMeta):
         sample of this run is a KeyError naming it (a row position, say, where a ``sample_id`` was due)."""
         return self._tokens_of(self.check_ids(sample_ids))
 
+    def turns(self, sample_ids: int | Iterable[int] | None = None) -> pd.DataFrame:
+        """One row per turn of the given samples (default: every sample of the run), in order: ``sample_id``,
+        ``turn`` (0, 1, ...), ``role`` (as the log writes it), ``text``, ``tool_name`` / ``tool_arguments`` (JSON
+        text) / ``tool_call_id`` of a tool call (a turn making several calls has a row for each, its text on the
+        first), ``tool_call_id`` (and ``tool_name``, where given) of a tool result, ``start`` / ``end`` (the turn's
+        token span in ``tokens()``, where known), ``trained`` and ``reasoning``; a set's turns have ``run`` too. A log
+        without message structure gives two turns per sample: the prompt (user), the response (assistant). See
+        docs/internals.md, "Turns"."""
+        if sample_ids is None:
+            sql = (f"SELECT t.* FROM ({self._rel.turns_sql(self._rel.parts())}) t "
+                   f"SEMI JOIN _nums i ON t.sample_id = i.sample_id ORDER BY t.sample_id, t._k")
+            return self._rel.execute(sql).df().drop(columns="_k")
+        ids = self.check_ids(sample_ids)
+        by_file = ids_by_file(ids)
+        parts = self._rel.parts(by_file)
+        sql = self._rel.turns_sql(parts, lines=by_file) if ids and parts else self._rel.turns_sql([])
+        df = self._rel.execute(f"SELECT * FROM ({sql}) ORDER BY sample_id, _k").df()
+        order = {sid: k for k, sid in enumerate(dict.fromkeys(ids))}
+        df = df.sort_values(["sample_id", "_k"], key=lambda s: s.map(order) if s.name == "sample_id" else s,
+                            kind="stable")
+        return df.drop(columns="_k").reset_index(drop=True)
+
     def check_ids(self, sample_ids: int | Iterable[int]) -> list[int]:
         """``sample_ids`` as a list; a KeyError naming those that are no samples of this run."""
         ids = id_list(sample_ids)
@@ -400,9 +432,9 @@ class Frames(metaclass=ABCMeta):
 
     def token_arrays(self, sample_ids: Iterable[int],
                      limit: int | Callable[[list[int]], int] | None = None) -> list[dict]:
-        """Per sample: id, step, reward, n_tokens, token strings and each token metric as a float32 array (``limit``:
-        the first that many tokens of each, or a function of the samples' ``n_tokens`` giving it; ``n_tokens``
-        counts them all)."""
+        """Per sample: id, step, reward, n_tokens, token strings, each token metric as a float32 array, and each
+        token's ``turn`` (int32, -1 where unknown), ``role`` (text) and ``trained`` (bool) (``limit``: the first that
+        many tokens of each, or a function of the samples' ``n_tokens`` giving it; ``n_tokens`` counts them all)."""
         ids = self._in_run(id_list(sample_ids))
         info = self._rows_of(ids, ["sample_id", "step", "reward", "n_tokens"]) if ids else pd.DataFrame()
         if callable(limit):
@@ -424,7 +456,7 @@ class Frames(metaclass=ABCMeta):
             out.append({"sample_id": sid, "step": int(r["step"]),
                         "reward": None if pd.isna(r["reward"]) else float(r["reward"]),
                         "n_tokens": 0 if pd.isna(r["n_tokens"]) else int(r["n_tokens"]),
-                        "tokens": tokens, "metrics": metrics})
+                        "tokens": tokens, "metrics": metrics, **_sequence_arrays(g)})
         return out
 
     @property
@@ -464,6 +496,7 @@ class Frames(metaclass=ABCMeta):
             ids = [i for (i,) in self._rel.execute(
                 f"SELECT sample_id FROM _nums {cond} ORDER BY hash(sample_id) LIMIT {DOMAIN_SAMPLES}").fetchall()]
             toks = self.held_tokens(ids)
+            toks = toks[toks["trained"].fillna(True).astype(bool)] if "trained" in toks else toks  # the loss's
             vals = toks[metric].to_numpy(dtype="float64", na_value=np.nan) if metric in toks else np.zeros(0)
             vals = vals[np.isfinite(vals)]
             if metric in SIGNED_METRICS:

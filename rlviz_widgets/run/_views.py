@@ -41,6 +41,7 @@ NO_SAMPLES = ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR p
               "NULL::DOUBLE reward, NULL::VARCHAR ref_response, NULL::DOUBLE ref_reward, "
               "NULL::DOUBLE reward_gap, "
               "NULL::VARCHAR ground_truth, NULL::BIGINT response_chars, NULL::INTEGER n_tokens, "
+              "NULL::INTEGER n_trained_tokens, NULL::INTEGER n_turns, NULL::INTEGER n_tool_calls, "
               "NULL::DOUBLE log_ratio_mean, NULL::DOUBLE log_ratio_sum, NULL::DOUBLE kl_mean, "
               "NULL::DOUBLE kl_sum, NULL::DOUBLE logprob_mean, NULL::DOUBLE value_mean, "
               "NULL::DOUBLE token_reward_sum, NULL::VARCHAR file, NULL::BIGINT line, NULL::VARCHAR id, "
@@ -48,7 +49,15 @@ NO_SAMPLES = ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR p
               "WHERE false")
 # AS: DuckDB before 2.0 reads a bare "position" as its POSITION(... IN ...)
 NO_TOKENS = ("SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS step, NULL::INTEGER AS position, "
-             "NULL::VARCHAR AS token WHERE false")
+             "NULL::INTEGER AS turn, NULL::VARCHAR AS role, NULL::BOOLEAN AS trained, NULL::VARCHAR AS token "
+             "WHERE false")
+TURN_FIELDS = ("turn", "role", "text", "tool_name", "tool_arguments", "tool_call_id", "start", "end", "trained",
+               "reasoning")  # the turns frame's columns after sample_id (``turns.TURN``)
+NO_TURNS = ("SELECT NULL::BIGINT AS sample_id, NULL::INTEGER AS turn, NULL::VARCHAR AS role, NULL::VARCHAR AS text, "
+            "NULL::VARCHAR AS tool_name, NULL::VARCHAR AS tool_arguments, NULL::VARCHAR AS tool_call_id, "
+            "NULL::INTEGER AS start, NULL::INTEGER AS \"end\", NULL::BOOLEAN AS trained, NULL::VARCHAR AS reasoning, "
+            "NULL::BIGINT AS _k WHERE false")
+RESPONSE_TURN = 1  # a log without turns: the prompt is turn 0 (the user's), the response turn 1 (the assistant's)
 SAMPLES_VIEW = "SELECT * EXCLUDE (file_no) FROM _samples_raw ORDER BY step, line, file_no"  # over _samples_raw
 Scan = Callable[[list[str]], str]  # cache parts -> the SQL relation reading them (default: read_parquet)
 
@@ -108,9 +117,10 @@ def present_token_fields(states: Iterable) -> list[str]:
 
 def tokens_sql(fields: list[str], relation: str, limit: int | None = None) -> str:
     """One row per token of the token files registered as ``relation`` (``limit``: only the first that many
-    tokens of each sample, cut before unnesting)."""
+    tokens of each sample, cut before unnesting), with its turn, role and whether it is trained: a token file of
+    response tokens only has none of them (every token the response's, trained)."""
     cut = f"[1:{int(limit)}]" if limit is not None else ""
-    cols = ", ".join(f'r."{f}"{cut} AS "{f}"' for f in fields)
+    cols = ", ".join(f'r."{f}"{cut} AS "{f}"' for f in (*fields, "trained", "turn"))
     unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
     lens = ", ".join(f'len(t."{f}")' for f in fields)
     derived = ""
@@ -122,11 +132,39 @@ def tokens_sql(fields: list[str], relation: str, limit: int | None = None) -> st
     order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value"]
     made = set(re.findall(r" AS (\w+)", derived))  # (names, not text: "logprob" is in "ref_logprob")
     out = [c for c in order if c in names or c in made]
-    return f"""SELECT sample_id, step, position::INTEGER AS position, {', '.join(out)} FROM (
+    # a token past the end of its sample's mask is not trained; a sample without one is trained whole
+    return f"""SELECT sample_id, step, position::INTEGER AS position,
+               CASE WHEN _whole THEN _turn ELSE {RESPONSE_TURN} END::INTEGER AS turn,
+               CASE WHEN _whole THEN _roles[_turn + 1] ELSE 'assistant' END AS role,
+               coalesce(_trained, _masked IS NULL) AS trained, {', '.join(out)} FROM (
         SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
             SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
-                   unnest(range(greatest({lens}))) AS position, {unn}
-            FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {relation} r) t))"""
+                   t.trained IS NOT NULL OR t.roles IS NOT NULL AS _whole, t.roles AS _roles, t.trained AS _masked,
+                   unnest(range(greatest({lens}))) AS position, {unn},
+                   unnest(t.trained[1:greatest({lens})]) AS _trained, unnest(t.turn[1:greatest({lens})]) AS _turn
+            FROM (SELECT r.file_no, r.line, r.step, r.roles, {cols} FROM {relation} r) t))"""
+
+
+def synthetic_turns(prompt: str, response: str) -> str:
+    """SQL: the turns of a sample of a log without message structure: the prompt as the user's turn 0, the response
+    as the assistant's turn 1, over the response tokens where the log has them."""
+    def turn(k: int, role: str, text: str, span: str, trained: str) -> str:
+        fields = {"turn": f"{k}::INTEGER", "role": literal(role), "text": text, "tool_name": "NULL::VARCHAR",
+                  "tool_arguments": "NULL::VARCHAR", "tool_call_id": "NULL::VARCHAR", "start": f"{span}[1]",
+                  "end": f"{span}[2]", "trained": trained, "reasoning": "NULL::VARCHAR"}
+        return "{" + ", ".join(f"{literal(k)}: {v}" for k, v in fields.items()) + "}"
+
+    no_span = "[NULL::INTEGER, NULL::INTEGER]"
+    tokens = "CASE WHEN s.n_tokens IS NOT NULL THEN [0, s.n_tokens]::INTEGER[] END"
+    return (f"[{turn(0, 'user', prompt, no_span, 'false')}, "
+            f"{turn(RESPONSE_TURN, 'assistant', response, tokens, 'true')}]")
+
+
+def turns_rows(samples: str) -> str:
+    """SQL: ``samples`` (sample_id, turns) as one row per turn, in order (``_k``)."""
+    fields = ", ".join(f'u."{f}" AS "{f}"' for f in TURN_FIELDS)
+    return f"""SELECT sample_id, {fields}, _k FROM (
+                   SELECT sample_id, unnest(turns) AS u, generate_subscripts(turns, 1) AS _k FROM ({samples}))"""
 
 
 class FileParts:
@@ -405,7 +443,8 @@ class RunViews:
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self.text('s.prompt', prompt=True)} AS prompt, {self.text('s.response')} AS response,
                    s.reward, {self.text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
-                   s.ground_truth, {self.response_chars()} AS response_chars, s.n_tokens, s.log_ratio_mean,
+                   s.ground_truth, {self.response_chars()} AS response_chars, s.n_tokens, s.n_trained_tokens,
+                   coalesce(s.n_turns, 2) AS n_turns, coalesce(s.n_tool_calls, 0) AS n_tool_calls, s.log_ratio_mean,
                    s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
                    s.file AS file, s.line AS line, s.short_name || ':' || s.line::VARCHAR AS id,
                    s.file_no AS file_no
@@ -485,6 +524,16 @@ class RunViews:
                   self.samples_sql(parts, names=names, pad=True, scan=scan))
         return (f"SELECT * FROM ({source}) "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} {qualify}")
+
+    def turns_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None) -> str:
+        """One row per turn (or tool call) of the samples of the given cache parts, in order (``_k``); a sample
+        without stored turns has two, made of its prompt and response (``synthetic_turns``)."""
+        if not parts:
+            return NO_TURNS
+        source = self.source_sql(parts, lines)
+        made = synthetic_turns(self.text("s.prompt", prompt=True), self.text("s.response"))
+        return turns_rows(f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id,
+                                     coalesce(s.turns, {made}) AS turns FROM {source} s""")
 
     def tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
                    limit: int | None = None) -> str:

@@ -20,7 +20,7 @@ from rlviz_widgets._sql import literal
 from rlviz_widgets._store import leases
 from rlviz_widgets.run._db import Cursors
 from rlviz_widgets.run._queries import Frames
-from rlviz_widgets.run._views import NO_SAMPLES, NO_TOKENS, FileParts, NumsState, build_views
+from rlviz_widgets.run._views import NO_SAMPLES, NO_TOKENS, NO_TURNS, FileParts, NumsState, build_views
 from rlviz_widgets.run.options import OpenOptions
 from rlviz_widgets.run.run import Run
 
@@ -248,6 +248,11 @@ class SetViews:
         selects = [f"SELECT * FROM ({rel.tokens_sql(mine, sub, limit)})" for _, rel, mine, sub
                    in self._split(parts, lines) if rel.token_fields()]
         return " UNION ALL BY NAME ".join(selects) if selects else NO_TOKENS
+
+    def turns_sql(self, parts, lines=None) -> str:
+        selects = [f"SELECT {literal(name)} AS run, * FROM ({rel.turns_sql(mine, sub)})"
+                   for name, rel, mine, sub in self._split(parts, lines)]
+        return " UNION ALL ".join(selects) if selects else NO_TURNS
 
     def _register_all(self, cur) -> None:
         self.register_tokens(cur)

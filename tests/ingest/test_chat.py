@@ -46,8 +46,11 @@ def test_trl_images_show_as_placeholders(tmp_path, cache_dir):
     truth = write_trl_chat(tmp_path / "out", prompts=1, n=1, images=True)
     run, _ = _open(tmp_path / "out", cache_dir, format="trl")
     s = run.samples.sort_values("line")
-    assert s["prompt"].tolist() == [t["prompt"] for t in truth] and run.problems.empty
+    assert s["prompt"].tolist() == [t["prompt"] for t in truth]
     assert s["prompt"].iloc[0].endswith("── user ──\n[image]\nWhat is 6*7?")
+    # the image is not kept: said, by row (nothing dropped)
+    assert run.problems[["line", "kind", "message"]].values.tolist() == [
+        [1, "image", "message 1 (user) holds 1 image part(s): shown as [image]"]]
 
 
 def test_trl_string_files_read_as_before(tmp_path, cache_dir):
@@ -123,6 +126,13 @@ def test_nemo_val_bad_messages_are_located_and_kept(tmp_path, cache_dir):
     assert s["prompt"].iloc[1].endswith("── ? ──\nThe sum is 1\n── environment ──\nEnvironment: incorrect")
 
 
+def _check_images_only(run, truth: list[dict]) -> None:
+    """The only problems: the image parts (not kept), on the lines of the samples asking about an image."""
+    lines = [i + 1 for i, t in enumerate(truth) if "[image]" in t["prompt"]]
+    assert run.problems[["line", "kind", "message"]].values.tolist() == [
+        [n, "image", "message 1 (user) holds 1 image part(s): shown as [image]"] for n in lines]
+
+
 def _check_truth(s: pd.DataFrame, truth: list[dict]) -> None:
     for col in ("prompt", "response", "answer", "reward", "step"):
         assert s[col].tolist() == [t[col] for t in truth], col
@@ -134,7 +144,8 @@ def test_openai_chat_lines(tmp_path, cache_dir):
     for fmt in ("auto", "chat"):
         run, warned = _open(tmp_path / "logs", cache_dir / fmt, format=fmt)
         s = run.samples.sort_values("line").reset_index(drop=True)
-        assert run.format == "chat" and run.problems.empty and not warned
+        assert run.format == "chat" and all("image" in w for w in warned)
+        _check_images_only(run, truth)
         _check_truth(s, truth)
         assert s.groupby(["step", "group_id"]).size().tolist() == [3, 3, 3, 3]
         assert s["source"].tolist() == ["web"] * 12  # other scalar fields stay custom columns
@@ -145,7 +156,8 @@ def test_openai_chat_columns_mapping(tmp_path, cache_dir):
     truth = write_openai_chat(tmp_path / "logs", steps=(7,), prompts=1, reward_key="score")
     run, warned = _open(tmp_path / "logs", cache_dir, format="chat", columns={"reward": "score"})
     s = run.samples.sort_values("line").reset_index(drop=True)
-    assert run.problems.empty and not warned
+    assert all("image" in w for w in warned)
+    _check_images_only(run, truth)
     _check_truth(s, truth)
 
 

@@ -153,7 +153,8 @@ def test_nemo_train_data(tmp_path, cache_dir, fmt):
     assert np.allclose(s["advantage"], [t["advantage"] for t in truth], atol=1e-6)
     assert s["prompt"].tolist() == [t["prompt"] for t in truth]
     assert s["response"].tolist() == [t["response"] for t in truth]
-    assert s["n_tokens"].tolist() == [len(t["response_ids"]) for t in truth]
+    assert s["n_trained_tokens"].tolist() == [len(t["response_ids"]) for t in truth]
+    assert s["n_tokens"].tolist() == s["input_lengths"].tolist()  # the whole sequence: prompt and response
     assert s["idx"].tolist() == [float(i) for i in [0, 1, 2, 3] * 3]
     assert "input_lengths" in s.columns and "token_ids" not in s.columns
     # groups: the prompt's text within a step, the same id for each of its responses
@@ -161,8 +162,11 @@ def test_nemo_train_data(tmp_path, cache_dir, fmt):
         assert members["group_id"].nunique() == 1 and members["group_id"].iloc[0].startswith(f"{step}:")
     assert s["group_id"].nunique() == 6
     t = run.tokens(int(s["sample_id"].iloc[1]))
-    assert t["token"].tolist() == [f"Ġt{i}" for i in truth[1]["response_ids"]]
-    assert np.allclose(t["logprob"], truth[1]["logprobs"], atol=1e-6)
+    trained = t[t["trained"]]
+    assert trained["token"].tolist() == [f"Ġt{i}" for i in truth[1]["response_ids"]]
+    assert np.allclose(trained["logprob"], truth[1]["logprobs"], atol=1e-6)
+    assert (trained["role"] == "assistant").all() and (t[~t["trained"]]["role"] == "user").all()
+    assert s["logprob_mean"].iloc[1] == pytest.approx(np.mean(np.float32(truth[1]["logprobs"])))  # trained only
     assert run.problems.empty
 
 
@@ -171,7 +175,8 @@ def test_nemo_without_tokenizer_shows_ids(tmp_path, cache_dir):
     run = _open(tmp_path / "logs" / "train_data_step7.jsonl", cache_dir)
     sid = int(run.samples.sort_values("line")["sample_id"].iloc[0])
     assert run.step_values == [7]
-    assert run.tokens(sid)["token"].tolist() == [f"#{i}" for i in truth[0]["response_ids"]]
+    t = run.tokens(sid)
+    assert t[t["trained"]]["token"].tolist() == [f"#{i}" for i in truth[0]["response_ids"]]
 
 
 # -- any JSONL via columns= ------------------------------------------------------------------
@@ -451,7 +456,7 @@ def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache
         [2, "wrong_type", "rewards holds 2 values, not one: the first is read"],
         [3, "wrong_type", "rewards is not a batch of one (a one-item list): read as it is"],
         [4, "missing_reward", "no rewards: left empty"],
-        [5, "length_mismatch", f"token_loss_mask has {width - 1} values for {width} token ids: the response tokens "
+        [5, "length_mismatch", f"token_loss_mask has {width - 1} values for {width} token ids: the trained tokens "
                                "may be off"],
         [6, "wrong_type", "token_ids is not a batch of one list of numbers: ignored"],
         [7, "missing_field", "no response text in content: left empty"],
@@ -608,10 +613,9 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
 
 
 def test_a_nemo_dump_without_a_loss_mask_finds_the_response_by_its_logprobs(tmp_path, open_run):
-    """Older NeMo-RL logs no token_loss_mask (nor token_ids): every prompt position counted as a response token
-    (n_tokens 13 for 4, the logprob mean taking in the prompt's 0.0), with a problem on every line. NeMo writes
-    0.0 at each prompt position of generation_logprobs: the response starts at the first other value. With
-    neither a mask nor log-probs, the tokens include the prompt, and each such line says so."""
+    """Older NeMo-RL logs no token_loss_mask (nor token_ids): NeMo writes 0.0 at each position of
+    generation_logprobs it did not sample, so the trained tokens are the others. With neither a mask nor
+    log-probs, every token counts as trained, and each such line says so."""
     truth = write_nemo(tmp_path / "nemo", steps=(1,), prompts=1, n=2)
     f = tmp_path / "nemo" / "train_data_step1.jsonl"
     recs = [json.loads(x) for x in f.read_text().splitlines()]
@@ -622,18 +626,19 @@ def test_a_nemo_dump_without_a_loss_mask_finds_the_response_by_its_logprobs(tmp_
     run = open_run(tmp_path / "nemo")
     assert run.problems.empty
     s = run.samples.sort_values("line")
-    assert s.n_tokens.tolist() == [len(t["logprobs"]) for t in truth]
+    assert s.n_trained_tokens.tolist() == [len(t["logprobs"]) for t in truth]
     for sid, t in zip(s.sample_id, truth):
-        np.testing.assert_allclose(run.tokens(sid).logprob, t["logprobs"], rtol=1e-6)
+        toks = run.tokens(sid)
+        np.testing.assert_allclose(toks[toks.trained].logprob, t["logprobs"], rtol=1e-6)
     recs[1] = {**json.loads(json.dumps(recs[1])), "token_ids": [[7] * recs[1]["input_lengths"][0]]}
     del recs[1]["generation_logprobs"]
     recs[0]["generation_logprobs"] = [[0.0] * len(recs[0]["generation_logprobs"][0])]  # a model sure of every token
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     got = open_run(tmp_path / "nemo").problems[["line", "kind", "message"]].values.tolist()
-    assert got == [[1, "missing_field", "no token_loss_mask, and every generation log-prob is 0.0: the response "
-                                        "cannot be told from the prompt (its tokens include the prompt's)"],
-                   [2, "missing_field", "no token_loss_mask: the response tokens (and their advantage) include the "
-                                        "prompt"]]
+    assert got == [[1, "missing_field", "no token_loss_mask, and every generation log-prob is 0.0: no token is "
+                                        "counted as trained (the response cannot be told from the prompt)"],
+                   [2, "missing_field", "no token_loss_mask: every token is counted as trained (the prompt's too), "
+                                        "and the advantage is their mean"]]
 
 
 def test_verl_dumps_of_the_same_steps_in_two_folders_are_reported(tmp_path, open_run):

@@ -2,8 +2,10 @@
 
 ``prompt`` is the turns before the first assistant turn, ``response`` everything from it on, ``answer`` the last
 assistant turn's text. Turns after the first of each text are introduced by a line naming their role
-(``── tool ──``), so a reader sees who said what; a tool call reads ``name({"arg": 1})``, an image part ``[image]``.
-Messages are dicts (TRL, NeMo-RL val files, the OpenAI format) or bare strings (NeMo-RL train files, roles given).
+(``── tool ──``), so a reader sees who said what; a tool call reads ``name({"arg": 1})``, an image part ``[image]``
+(reported: the image is not kept), a reasoning text ``<think>...</think>`` before the content. Messages are dicts
+(TRL, NeMo-RL val files, the OpenAI format) or bare strings (NeMo-RL train files, roles given); each is read as a
+``turns.Turn``, stored as the sample's turns.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+
+from rlviz_widgets._ingest.readers.turns import Call, Turn, turn_columns, with_turn_columns
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function", "environment"})
 ANSWER = "answer"  # the text column of the last assistant turn (a custom column of the log's part)
@@ -30,6 +34,7 @@ class Chat:
     response: str | None
     answer: str | None
     reports: list[str] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
 
 
 def _part_text(part) -> str:
@@ -44,6 +49,12 @@ def _part_text(part) -> str:
     if kind in ("image", "image_url", "input_image"):
         return "[image]"
     return f"[{kind}]" if kind else json.dumps(part, ensure_ascii=False)
+
+
+def _images(content) -> int:
+    if not isinstance(content, list):
+        return 0
+    return sum(isinstance(p, dict) and p.get("type") in ("image", "image_url", "input_image") for p in content)
 
 
 def _content_text(content) -> str | None:
@@ -70,67 +81,98 @@ def _arguments_text(args, where: str, reports: list[str]) -> str:
     return json.dumps(args, ensure_ascii=False, default=str)
 
 
-def _call_text(call, where: str, reports: list[str]) -> str:
-    """A tool call as ``name(arguments as JSON)``."""
+def _call(call, where: str, reports: list[str]) -> Call:
+    """A tool call: ``{type, function: {name, arguments}, id}`` (OpenAI, TRL) or a legacy ``function_call``."""
     fn = call.get("function") if isinstance(call, dict) else None
     fn = fn if isinstance(fn, dict) else (call if isinstance(call, dict) else {})
-    name = fn.get("name") or "?"
-    where = f"{where}: the arguments of the tool call {json.dumps(str(name))[:80]}"
-    return f"{name}({_arguments_text(fn.get('arguments'), where, reports)})"
+    name = str(fn.get("name") or "?")
+    where = f"{where}: the arguments of the tool call {json.dumps(name)[:80]}"
+    call_id = call.get("id") if isinstance(call, dict) else None
+    return Call(name, _arguments_text(fn.get("arguments"), where, reports), None if call_id is None else str(call_id))
 
 
-def turn(message, i: int, reports: list[str]) -> tuple[str, str]:
-    """(role, text) of message ``i``; a message without a role or content is reported (its role shown as ``?``)."""
+def _calls(message: dict, i: int, reports: list[str]) -> list[Call]:
+    calls = message.get("tool_calls") or []
+    if isinstance(calls, dict):  # one call, not in a list
+        calls = [calls]
+    elif not isinstance(calls, list):
+        reports.append(f"wrong_type|message {i}: tool_calls is not a list of calls: ignored")
+        calls = []
+    if isinstance(message.get("function_call"), dict):  # the deprecated single call
+        calls = [*calls, message["function_call"]]
+    return [_call(c, f"message {i}", reports) for c in calls]
+
+
+def _optional_text(value) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def read_message(message, i: int, reports: list[str]) -> Turn:
+    """Message ``i`` as a turn; a message without a role or content is reported (its role shown as ``?``)."""
     if not isinstance(message, dict):
         reports.append(f"wrong_type|message {i} is not an object with role and content: shown as its JSON")
-        return "?", json.dumps(message, ensure_ascii=False, default=str)
+        return Turn("?", json.dumps(message, ensure_ascii=False, default=str))
     role = message.get("role")
-    calls = message.get("tool_calls") or []
+    calls = _calls(message, i, reports)
     text = _content_text(message.get("content"))
     if role is None or role == "":
         reports.append(f"missing_field|message {i} has no role: shown as ?")
         role = "?"
     elif str(role) not in KNOWN_ROLES:
         reports.append(f"unknown_role|message {i} has the role {json.dumps(str(role))[:80]}: shown as written")
-    if text is None and not calls:
+    reasoning = _optional_text(message.get("reasoning_content", message.get("thinking")))
+    images = _images(message.get("content"))
+    if images:
+        reports.append(f"image|message {i} ({role}) holds {images} image part(s): shown as [image]")
+    if text is None and not calls and reasoning is None:
         reports.append(f"missing_field|message {i} ({role}) has no content: shown empty")
-    lines = [text] if text else []
-    lines += [_call_text(c, f"message {i}", reports) for c in calls]
-    return str(role), "\n".join(lines)
+    call_id = message.get("tool_call_id")
+    return Turn(str(role), text or "", calls, None if call_id is None else str(call_id),
+                _optional_text(message.get("name")), reasoning)
 
 
-def _joined(turns: list[tuple[str | None, str]], bare: str) -> str:
-    """Turns as one text: each after a line naming its role, but a first turn of role ``bare`` (or of no known
-    role: NeMo-RL's train files give none for the prompt) as it is."""
+def shown(t: Turn, reasoning: bool = True) -> str:
+    """A turn's text as the samples' texts show it: its reasoning (as the model wrote it, in ``<think>``; unless
+    not ``reasoning``: the answer is what a verifier grades), its content, then each tool call as
+    ``name(arguments)``."""
+    lines = [f"<think>\n{t.reasoning}\n</think>"] if t.reasoning and reasoning else []
+    lines += [t.text] if t.text else []
+    lines += [f"{c.name}({c.arguments})" for c in t.calls]
+    return "\n".join(lines)
+
+
+def _joined(turns: list[Turn], bare: str) -> str:
+    """Turns as one text: each after a line naming its role, but a first turn of role ``bare``, and texts whose role
+    the log does not say (NeMo-RL's train files' prompt), as they are."""
     out = []
-    for i, (role, text) in enumerate(turns):
-        if role is not None and not (i == 0 and role == bare):
-            out.append(header(role))
-        out.append(text)
+    for i, t in enumerate(turns):
+        if not t.plain and not (i == 0 and t.role == bare):
+            out.append(header(t.role))
+        out.append(shown(t))
     return "\n".join(out)
 
 
-def conversation(turns: list[tuple[str | None, str]], first_response: int | None = None,
-                 reports: list[str] | None = None) -> Chat:
-    """The texts of ``turns`` ((role, text) each). The response starts at ``first_response`` (default: the first
-    assistant turn; none: everything is prompt, the response left empty)."""
+def conversation(turns: list[Turn], first_response: int | None = None, reports: list[str] | None = None) -> Chat:
+    """The texts of ``turns``. The response starts at ``first_response`` (default: the first assistant turn; none:
+    everything is prompt, the response left empty)."""
     if first_response is None:
-        first_response = next((i for i, (r, _) in enumerate(turns) if r == "assistant"), len(turns))
+        first_response = next((i for i, t in enumerate(turns) if t.role == "assistant"), len(turns))
     before, after = turns[:first_response], turns[first_response:]
-    answers = [text for role, text in after if role == "assistant"]
+    answers = [shown(t, reasoning=False) for t in after if t.role == "assistant"]
     return Chat(_joined(before, "user") if before else None, _joined(after, "assistant") if after else None,
-                answers[-1] if answers else None, reports if reports is not None else [])
+                answers[-1] if answers else None, reports if reports is not None else [], turns)
 
 
 def messages_chat(messages: list) -> Chat:
-    """The texts of a list of message dicts."""
+    """The texts and turns of a list of message dicts."""
     reports: list[str] = []
-    return conversation([turn(m, i, reports) for i, m in enumerate(messages)], reports=reports)
+    return conversation([read_message(m, i, reports) for i, m in enumerate(messages)], reports=reports)
 
 
 def with_chats(t: pa.Table, chats: list[Chat | None]) -> pa.Table:
     """``t`` with each row's ``prompt``, ``response`` and ``answer`` from its chat (None: the row's own texts kept),
-    the chats' reports added to ``_reports``. ``answer`` is a custom text column (added unless a field names it)."""
+    its turns (``turns.TURN_COLUMNS``), the chats' reports added to ``_reports``. ``answer`` is a custom text column
+    (added unless a field names it)."""
     prompts, responses, reports = t["prompt"].to_pylist(), t["response"].to_pylist(), t["_reports"].to_pylist()
     answers: list[str | None] = [None] * t.num_rows
     for i, chat in enumerate(chats):
@@ -140,6 +182,7 @@ def with_chats(t: pa.Table, chats: list[Chat | None]) -> pa.Table:
     t = t.set_column(t.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
     t = t.set_column(t.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
     t = t.set_column(t.schema.get_field_index("_reports"), "_reports", pa.array(reports, pa.list_(pa.string())))
+    t = with_turn_columns(t, turn_columns([None if c is None else c.turns for c in chats]))
     if any(a is not None for a in answers) and "_n_" + ANSWER not in t.column_names:
         nulls = pa.nulls(t.num_rows, pa.string())
         for prefix, col in (("_n_", pa.nulls(t.num_rows, pa.float64())), ("_s_", pa.array(answers, pa.string())),

@@ -27,6 +27,8 @@ import pyarrow as pa
 from rlviz_widgets._ingest.readers.chat import Chat, conversation, messages_chat, with_chats
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.sql import field_ref, json_number, reports_sql
+from rlviz_widgets._ingest.readers.sequence import train_turns, with_sequence_columns
+from rlviz_widgets._ingest.readers.tokens import decode_ids
 
 TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
 OWN_READS = ("prompt", "response", "reward", "tokens", "logprobs", "advantage")  # read through expressions below
@@ -47,25 +49,32 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
                    "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
     _read_content(ex, mapped)
     n = "(r.input_lengths->'$[0]')::BIGINT"
+    has_n = "json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT')"
     # without a mask (older NeMo-RL logs neither it nor token_ids): the response starts at the first
     # generation log-prob that is not 0.0, which NeMo writes at every prompt position
     first = f"list_position(list_transform(list_slice(r.generation_logprobs[1], 1, {n}), lambda x: x <> 0), true)"
     start = f"coalesce({first}, 1)"
     # ... and where every one is 0.0 (an empty response, or a model sure of every token), it cannot be told
-    no_start = (f"r.token_loss_mask IS NULL AND r.generation_logprobs IS NOT NULL "
-                f"AND json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') AND {first} IS NULL")
+    no_start = (f"r.token_loss_mask IS NULL AND r.generation_logprobs IS NOT NULL AND {has_n} AND {first} IS NULL")
 
     def response_only(expr: str) -> str:
         """The response positions of a padded prompt+response row."""
         return (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_where({expr}[1], "
                 f"list_transform(r.token_loss_mask[1], lambda m: coalesce(m > 0, false))) "
-                f"WHEN json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT') "
-                f"THEN list_slice({expr}[1], {start}, {n}) ELSE {expr}[1] END")
+                f"WHEN {has_n} THEN list_slice({expr}[1], {start}, {n}) ELSE {expr}[1] END")
+
+    def whole(expr: str) -> str:
+        """The positions of a padded row that hold the sequence (prompt, every turn), padding cut."""
+        return f"CASE WHEN {has_n} THEN list_slice({expr}[1], 1, {n}) ELSE {expr}[1] END"
 
     if "tokens" not in mapped:
-        ex["tokens"] = response_only("r.token_ids")
+        ex["tokens"] = whole("r.token_ids")
     if "logprobs" not in mapped:
-        ex["logprobs"] = response_only("r.generation_logprobs")
+        ex["logprobs"] = whole("r.generation_logprobs")
+    # the trained tokens: the loss mask; without one, those the sampler generated (NeMo writes 0.0 elsewhere)
+    ex["_trained"] = (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_transform({whole('r.token_loss_mask')}, "
+                      f"lambda m: coalesce(m > 0, false)) WHEN r.generation_logprobs[1] IS NOT NULL THEN "
+                      f"list_transform({whole('r.generation_logprobs')}, lambda x: coalesce(x <> 0, false)) END")
     nan_advantage = None
     if "advantage" not in mapped:
         mean = f"list_avg({response_only('r.advantages')})::DOUBLE"
@@ -97,44 +106,40 @@ def _read_content(ex: dict[str, str | None], mapped: set[str]) -> None:
         ex["reward"] = _unwrap(field_ref("rewards"))
     if "prompt" not in mapped and "response" not in mapped:  # the messages, split in Python (``_chat``)
         ex["_messages"] = f"({c0})::VARCHAR"
-        # train files (texts, no roles): the messages before the trained span are the prompt. With k trained runs
-        # (assistant turns) each followed by one message (the environment's), t = 1 if one ends the sequence
-        mask = ("array_to_string(list_transform(list_slice(r.token_loss_mask[1], 1, "
-                "coalesce(TRY_CAST(r.input_lengths->>'$[0]' AS BIGINT), len(r.token_loss_mask[1]))), "
-                "lambda x: CASE WHEN x > 0 THEN '1' ELSE '0' END), '')")
-        ex["_prompt_messages"] = (f"CASE WHEN json_type({c0}) = 'ARRAY' AND position('1' IN {mask}) > 0 THEN ("
-                                  f"json_array_length({c0}) - 2 * len(regexp_extract_all({mask}, '1+')) + 1 "
-                                  f"- regexp_matches({mask}, '10+$')::INT)::BIGINT END")
 
 
 NEMO = JsonlFormat(
     name="nemo", file_pattern=r"^train_data_step\d+\.jsonl$", step_pattern=r"data_step(\d+)\.jsonl$", token_ids=True,
     shown={"reward": "rewards", "tokens": "token_ids", "logprobs": "generation_logprobs", "advantage": "advantages",
            "prompt": "content", "response": "content"},
-    unwrap=_unwrap, adjust=_adjust, decode=lambda t, tokenizer: _chat(t),
+    unwrap=_unwrap, adjust=_adjust, decode=lambda t, tokenizer: _chat(t, tokenizer),
 )
 
 
-def _chat(t: pa.Table) -> pa.Table:
-    """The prompt, response and answer of each sample from its messages (``_messages``); their reports added to
-    ``_reports``, and the group named after the prompt read. A sample whose messages are neither texts nor
+def _chat(t: pa.Table, tokenizer) -> pa.Table:
+    """The prompt, response, answer and turns of each sample from its messages (``_messages``); their reports added
+    to ``_reports``, the group named after the prompt read; the trained mask, each token's turn and the turns' roles
+    (``trained``, ``turn``, ``roles``: ``turns.SEQUENCE_COLUMNS``). A sample whose messages are neither texts nor
     objects keeps the SQL's texts (and its reports)."""
-    if "_messages" not in t.column_names:
-        return t
-    chats = [_read_messages(text, split) for text, split in zip(t["_messages"].to_pylist(),
-                                                                 t["_prompt_messages"].to_pylist())]
-    t = with_chats(t, chats)
-    prompts = t["prompt"].to_pylist()
-    if "_prompt_group" in t.column_names:
-        groups = [f"{g.split(':', 1)[0]}:{hashlib.md5(p.encode()).hexdigest()[:12]}" if own and g and p else g
-                  for g, p, own in zip(t["group_id"].to_pylist(), prompts, t["_prompt_group"].to_pylist())]
-        t = t.set_column(t.schema.get_field_index("group_id"), "group_id", pa.array(groups, pa.string()))
-    return t
+    trained = t["_trained"].to_pylist() if "_trained" in t.column_names else [None] * t.num_rows
+    if "_messages" in t.column_names:
+        ids = t["tokens"].to_pylist() if pa.types.is_integer(t.schema.field("tokens").type.value_type) else None
+        chats = [_read_messages(text, mask, None if ids is None else ids[i], tokenizer)
+                 for i, (text, mask) in enumerate(zip(t["_messages"].to_pylist(), trained))]
+        t = with_chats(t, chats)
+        prompts = t["prompt"].to_pylist()
+        if "_prompt_group" in t.column_names:
+            groups = [f"{g.split(':', 1)[0]}:{hashlib.md5(p.encode()).hexdigest()[:12]}" if own and g and p else g
+                      for g, p, own in zip(t["group_id"].to_pylist(), prompts, t["_prompt_group"].to_pylist())]
+            t = t.set_column(t.schema.get_field_index("group_id"), "group_id", pa.array(groups, pa.string()))
+    else:
+        chats = [None] * t.num_rows
+    return with_sequence_columns(t, [None if c is None else c.turns for c in chats])
 
 
-def _read_messages(text: str | None, split: int | None) -> Chat | None:
-    """A sample's texts from its message list: objects with roles (val files), or texts (train files: the first
-    ``split`` are the prompt, then the assistant's and the environment's by turns); None for anything else."""
+def _read_messages(text: str | None, mask: list[bool] | None, ids: list[int] | None, tokenizer) -> Chat | None:
+    """A sample's texts from its message list: objects with roles (val files), or texts (train files:
+    ``train_turns``); None for anything else."""
     messages = json.loads(text) if text else None
     if not isinstance(messages, list) or not messages:
         return None
@@ -142,10 +147,12 @@ def _read_messages(text: str | None, split: int | None) -> Chat | None:
         return messages_chat(messages)
     if len(messages) < 2 or not all(m is None or isinstance(m, str) for m in messages):
         return None
-    p = len(messages) - 1 if split is None else min(max(split, 1), len(messages) - 1)
-    turns = [(None, m or "") for m in messages[:p]]
-    turns += [("assistant" if (i - p) % 2 == 0 else "environment", m or "") for i, m in enumerate(messages[p:], p)]
-    return conversation(turns, p)
+    turns, first_response = train_turns([m or "" for m in messages], mask)
+    if ids is not None and not any(messages):  # NeMo-Gym: every text empty, the turns only in the token ids
+        for turn in turns:
+            if turn.start is not None:
+                turn.text = decode_ids(ids[turn.start:turn.end], tokenizer)
+    return conversation(turns, first_response)
 
 
 class NemoReader(JsonlReader):
@@ -184,10 +191,10 @@ def _shape_reports(response: str | None, nan_advantage: str | None, no_start: st
     # without a mask or generation log-probs, the response cannot be told from the prompt: its tokens are the
     # unpadded row, prompt included
     out.append("CASE WHEN r.token_loss_mask IS NULL AND r.generation_logprobs IS NULL AND coalesce(len(r.token_ids), "
-               "len(r.advantages)) IS NOT NULL THEN 'missing_field|no "
-               "token_loss_mask: the response tokens (and their advantage) include the prompt' END")
+               "len(r.advantages)) IS NOT NULL THEN 'missing_field|no token_loss_mask: every token is counted as "
+               "trained (the prompt''s too), and the advantage is their mean' END")
     out.append(f"CASE WHEN {no_start} THEN 'missing_field|no token_loss_mask, and every generation log-prob is 0.0: "
-               f"the response cannot be told from the prompt (its tokens include the prompt''s)' END")
+               f"no token is counted as trained (the response cannot be told from the prompt)' END")
     for k in ("token_ids", "token_loss_mask", "generation_logprobs", "advantages"):
         v = f"r.{k}"
         out.append(f"CASE WHEN {v} IS NOT NULL AND (len({v}) = 0 OR {v}[1] IS NULL) "
@@ -197,5 +204,5 @@ def _shape_reports(response: str | None, nan_advantage: str | None, no_start: st
         if k != "token_ids":
             out.append(f"CASE WHEN len({v}) = 1 AND len(r.token_ids) = 1 AND len({v}[1]) <> len(r.token_ids[1]) "
                        f"THEN 'length_mismatch|{k} has ' || len({v}[1]) || ' values for ' || len(r.token_ids[1]) "
-                       f"|| ' token ids: the response tokens may be off' END")
+                       f"|| ' token ids: the trained tokens may be off' END")
     return reports_sql(out)

@@ -64,24 +64,22 @@ def spell_ids(col: pa.ChunkedArray | pa.Array, tokenizer) -> pa.Array:
 
 
 def decode_texts(col: pa.ChunkedArray | pa.Array, tokenizer) -> pa.Array:
-    """Each row's token ids as text: ``tokenizer.decode``, else the spelled tokens joined, else ``#id`` words.
-    A null or negative id shows as U+FFFD (the replacement character), never handed to the tokenizer."""
-    rows = col.to_pylist()
-    out: list[str | None] = []
-    for ids in rows:
-        if ids is None:
-            out.append(None)
-            continue
-        pieces = []  # runs of good ids, and a replacement character for each bad one
-        for i in ids:
-            if i is None or i < 0:
-                pieces.append("\ufffd")
-            elif pieces and isinstance(pieces[-1], list):
-                pieces[-1].append(i)
-            else:
-                pieces.append([i])
-        out.append("".join(p if isinstance(p, str) else _decode(p, tokenizer) for p in pieces))
-    return pa.array(out, pa.string())
+    """Each row's token ids as text (``decode_ids``; a null row stays null)."""
+    return pa.array([None if ids is None else decode_ids(ids, tokenizer) for ids in col.to_pylist()], pa.string())
+
+
+def decode_ids(ids: list[int | None], tokenizer) -> str:
+    """Token ids as text: ``tokenizer.decode``, else the spelled tokens joined, else ``#id`` words. A null or
+    negative id shows as U+FFFD (the replacement character), never handed to the tokenizer."""
+    pieces: list = []  # runs of good ids, and a replacement character for each bad one
+    for i in ids:
+        if i is None or i < 0:
+            pieces.append("\ufffd")
+        elif pieces and isinstance(pieces[-1], list):
+            pieces[-1].append(i)
+        else:
+            pieces.append([i])
+    return "".join(p if isinstance(p, str) else _decode(p, tokenizer) for p in pieces)
 
 
 def _decode(ids: list[int], tokenizer) -> str:

@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 
 from rlviz_widgets._ingest.lines import Chunk
 from rlviz_widgets._ingest.readers.base import Parsed
-from rlviz_widgets._ingest.readers.chat import ANSWER, conversation, turn
+from rlviz_widgets._ingest.readers.chat import ANSWER, conversation, read_message
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.options import name_accepted, name_step
+from rlviz_widgets._ingest.readers.turns import Turn, turn_columns, with_turn_columns
 from rlviz_widgets._problems import short as _short
 
 NOT_REWARDS = {"step", "prompt", "completion", "advantage", "mode", "group_id", "line"}
@@ -78,7 +79,7 @@ class TRLReader:
         self.rows_read = t.num_rows
         if t.num_rows == 0:
             return None, [[0, "empty_file", "the file holds no rows (line 0: the file as a whole)"]]
-        t, chat_problems = self.conversations(self.completed(t))
+        t, chat_problems, turns = self.conversations(self.completed(t))
         # half floats widened: DuckDB reads no float16 (a reward column written from a half-precision tensor)
         for i, f in enumerate(t.schema):
             if pa.types.is_float16(f.type):
@@ -98,34 +99,39 @@ class TRLReader:
         chunk = Chunk(lines, np.arange(1, t.num_rows + 1, dtype=np.int64),
                       np.full(t.num_rows, ord("{"), dtype=np.uint8), 0, 0)
         parsed, problems = self.rows.parse(con, chunk)
+        if parsed is not None and turns is not None:  # the rows kept (by line: row k is line k + 1)
+            kept = parsed["line"].to_numpy() - 1
+            parsed = with_turn_columns(parsed, turn_columns([turns[k] for k in kept.tolist()]))
         return parsed, sorted(problems + chat_problems, key=lambda p: p[0])
 
-    def conversations(self, t: pa.Table) -> tuple[pa.Table, list[list]]:
+    def conversations(self, t: pa.Table) -> tuple[pa.Table, list[list], list[list[Turn]] | None]:
         """``t`` with message-list prompts and completions (TRL >= 1.15, conversational datasets) as texts, and
-        the last assistant turn as ``answer``; the problems of their messages, by row."""
+        the last assistant turn as ``answer``; the problems of their messages, by row; each row's turns (None for
+        a file of texts: the run makes them from the texts)."""
         f = self.rows.fields()
         cols = [c for c in (f["prompt"], f["response"]) if c in t.column_names]
         if not any(pa.types.is_list(t.schema.field(c).type) or pa.types.is_large_list(t.schema.field(c).type)
                    for c in cols):
-            return t, []
+            return t, [], None
         n = t.num_rows
         prompts = t[f["prompt"]].to_pylist() if f["prompt"] in t.column_names else [None] * n
         completions = t[f["response"]].to_pylist() if f["response"] in t.column_names else [None] * n
-        texts, problems = {"prompt": [], "response": [], ANSWER: []}, []
+        texts, problems, turns = {"prompt": [], "response": [], ANSWER: []}, [], []
         for i, (p, c) in enumerate(zip(prompts, completions)):
             reports: list[str] = []
-            before = _turns(p, None, reports, 0)
+            before = _turns(p, "user", reports, 0)
             chat = conversation(before + _turns(c, "assistant", reports, len(before)), len(before), reports)
             texts["prompt"].append(chat.prompt)
             texts["response"].append(chat.response if c is not None else None)
             texts[ANSWER].append(chat.answer)
             problems += [[i + 1, *r.split("|", 1)] for r in reports]
+            turns.append(chat.turns)
         for key, col in (("prompt", f["prompt"]), ("response", f["response"])):
             if col in t.column_names:
                 t = t.set_column(t.schema.get_field_index(col), col, pa.array(texts[key], pa.string()))
         if ANSWER not in t.column_names:  # a column of the log's own (an extra logged column) is kept
             t = t.append_column(ANSWER, pa.array(texts[ANSWER], pa.string()))
-        return t, problems
+        return t, problems, turns
 
     def completed(self, t: pa.Table) -> pa.Table:
         """Step as an integer (from the file name if missing), the summed reward, the groups."""
@@ -143,14 +149,14 @@ class TRLReader:
         return t.select(keep)  # images and other nested columns are not shown
 
 
-def _turns(value, role: str | None, reports: list[str], start: int) -> list[tuple[str | None, str]]:
+def _turns(value, role: str, reports: list[str], start: int) -> list[Turn]:
     """A prompt or completion as turns: a message list's messages (numbered from ``start`` in reports), a text as
     one turn of ``role``."""
     if value is None:
         return []
     if isinstance(value, list):
-        return [turn(m, start + i, reports) for i, m in enumerate(value)]
-    return [(role, str(value))]
+        return [read_message(m, start + i, reports) for i, m in enumerate(value)]
+    return [Turn(role, str(value))]
 
 
 def _with_reward(t: pa.Table, f: dict[str, str]) -> pa.Table:

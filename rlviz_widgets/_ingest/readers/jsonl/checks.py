@@ -21,6 +21,8 @@ from rlviz_widgets._ingest.readers.jsonl.arrow import count_literal, mask, per_r
 from rlviz_widgets._ingest.readers.jsonl.keyscan import LONG_KEY
 from rlviz_widgets._ingest.readers.jsonl.sql import key_path
 from rlviz_widgets._ingest.readers.options import NUMBER_FIELDS
+from rlviz_widgets._ingest.readers.sequence import SEQUENCE_COLUMNS
+from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS
 from rlviz_widgets._problems import short as _short
 from rlviz_widgets._sql import literal
 
@@ -65,8 +67,9 @@ def check(con: duckdb.DuckDBPyConnection, t: pa.Table, keys: set[str], problems:
     out = _common_columns(t)
     _unnamed_reports(con, t, keys, problems)
     first_lines = _custom_columns(t, out, problems, apart)
-    for f in ("tokens", *ARRAYS):
-        out[f] = t[f]
+    for f in ("tokens", *ARRAYS, *SEQUENCE_COLUMNS):
+        if f in t.column_names:  # (the sequence columns: only where the format reads whole sequences)
+            out[f] = t[f]
     return pa.table(out).replace_schema_metadata({FIRST_LINES: json.dumps(first_lines)})
 
 
@@ -188,6 +191,9 @@ def _common_columns(t: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
     out["response_pad_chars"] = pc.multiply(count_literal(t["response"], DEFAULT_PAD_TOKEN), len(DEFAULT_PAD_TOKEN))
     for name in ("group_id", "advantage"):  # optional: only where the log has them
         if t[name].null_count < t.num_rows:
+            out[name] = t[name]
+    for name in TURN_COLUMNS:  # a chat-shaped log's turns (the writer adds them empty to other parts)
+        if name in t.column_names:
             out[name] = t[name]
     return out
 

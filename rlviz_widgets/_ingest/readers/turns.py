@@ -1,0 +1,83 @@
+"""A sample's turns as a part stores them: the list column ``turns`` (one struct per turn, or per tool call of a
+turn that makes several), and ``n_turns`` / ``n_tool_calls`` beside it. The contract: docs/internals.md, "Turns".
+
+A log without message structure stores none (``turns`` null): the run makes its two turns from the prompt and the
+response when asked (``run.turns``), so its parts stay as they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+TURN = pa.struct([("turn", pa.int32()), ("role", pa.string()), ("text", pa.string()), ("tool_name", pa.string()),
+                  ("tool_arguments", pa.string()), ("tool_call_id", pa.string()), ("start", pa.int32()),
+                  ("end", pa.int32()), ("trained", pa.bool_()), ("reasoning", pa.string())])
+TURNS = pa.list_(TURN)
+TURN_COLUMNS = {"turns": TURNS, "n_turns": pa.int32(), "n_tool_calls": pa.int32()}  # a part's, in this order
+
+
+@dataclass
+class Call:
+    """A tool call: the tool's name, its arguments as JSON text (as written where they are not JSON), its id."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+@dataclass
+class Turn:
+    """One message of a sample, as read (``chat.read_message``)."""
+
+    role: str
+    text: str  # the content as text ("" when it has none)
+    calls: list[Call] = field(default_factory=list)
+    call_id: str | None = None  # a tool result's ``tool_call_id``
+    name: str | None = None  # a tool result's ``name`` (TRL writes no ids: the name pairs it with its call)
+    reasoning: str | None = None  # ``reasoning_content`` (TRL, OpenAI-compatible servers) or ``thinking``
+    plain: bool = False  # a text whose role the log does not say (NeMo-RL train files' prompt): shown without one
+    start: int | None = None  # its token span in the whole sequence, where the log has tokens
+    end: int | None = None
+    trained: bool | None = None  # None: an assistant turn is, others are not (a log without a loss mask)
+
+
+def turn_rows(turns: list[Turn]) -> list[dict]:
+    """The stored rows of a sample's turns: one per turn, or one per tool call of a turn making several (the text on
+    the first of them only)."""
+    rows = []
+    for k, t in enumerate(turns):
+        base = {"turn": k, "role": t.role, "text": t.text, "tool_name": t.name, "tool_arguments": None,
+                "tool_call_id": t.call_id, "start": t.start, "end": t.end,
+                "trained": t.role == "assistant" if t.trained is None else t.trained, "reasoning": t.reasoning}
+        if not t.calls:
+            rows.append(base)
+            continue
+        for j, c in enumerate(t.calls):
+            rows.append({**base, "text": base["text"] if j == 0 else None,
+                         "reasoning": base["reasoning"] if j == 0 else None,
+                         "tool_name": c.name, "tool_arguments": c.arguments, "tool_call_id": c.id})
+    return rows
+
+
+def turn_columns(samples: list[list[Turn] | None]) -> dict[str, pa.Array]:
+    """``TURN_COLUMNS`` of each sample's turns (None: the sample has none stored)."""
+    rows = [None if s is None else turn_rows(s) for s in samples]
+    return {"turns": pa.array(rows, TURNS),
+            "n_turns": pa.array([None if s is None else len(s) for s in samples], pa.int32()),
+            "n_tool_calls": pa.array([None if s is None else sum(len(t.calls) for t in s) for s in samples],
+                                     pa.int32())}
+
+
+def with_turn_columns(t: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
+    """``t`` with ``columns`` (``turn_columns``' or ``empty``'s) set or added."""
+    for name, col in columns.items():
+        i = t.schema.get_field_index(name)
+        t = t.set_column(i, name, col) if i >= 0 else t.append_column(name, col)
+    return t
+
+
+def empty(n: int) -> dict[str, pa.Array]:
+    """``TURN_COLUMNS`` of ``n`` samples without stored turns."""
+    return {name: pa.nulls(n, kind) for name, kind in TURN_COLUMNS.items()}
