@@ -56,13 +56,15 @@ def _wait_run_views(page, n: int) -> None:
 
 
 def _step_slider(view):
-    """The IntSlider described "step" (the band slider beside it is described "band ×std")."""
-    return view.locator(".widget-hslider").filter(
-        has=view.page.locator("label.widget-label", has_text=re.compile(r"^step$")))
+    """The RunView's step slider (its range input, readout and label)."""
+    return view.locator(".rlv-step-slider")
+
+
+THUMB = 16  # px: Chromium's range thumb; its centre runs from track x + THUMB/2 to the right end - THUMB/2
 
 
 def _handle_x(track_box: dict, lo: int, hi: int, value: int) -> float:
-    return track_box["x"] + track_box["width"] * (value - lo) / (hi - lo)
+    return track_box["x"] + THUMB / 2 + (track_box["width"] - THUMB) * (value - lo) / (hi - lo)
 
 
 def _table_steps(view) -> list[str]:
@@ -89,18 +91,17 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
     slider = _step_slider(view)
     expect(slider).to_have_count(1)
     slider.scroll_into_view_if_needed()
-    readout = slider.locator(".widget-readout")
-    label = slider.locator("xpath=..").locator(":scope > .widget-label")
+    readout = slider.locator(".rlv-step-readout")
+    label = slider.locator(".rlv-step-label")
     expect(readout).to_be_hidden()  # no step filter: the slider says so, not "0"
     expect(label).to_have_text("all steps")
     nb.exec("even.filter(steps=(0, 0))")
     expect(readout).to_be_visible()
     expect(readout).to_have_text("0")
-    track = slider.locator(".noUi-base, .noUi-target").first.bounding_box()
-    handle = slider.locator(".noUi-handle").first
-    hb = handle.bounding_box()
-    y = hb["y"] + hb["height"] / 2
-    page.mouse.move(hb["x"] + hb["width"] / 2, y)
+    handle = slider.locator(".rlv-step-input")
+    track = handle.bounding_box()
+    y = track["y"] + track["height"] / 2
+    page.mouse.move(_handle_x(track, 0, 90, 0), y)
     page.mouse.down()
     seen = []
     for target in (10, 20, 30):  # the button held: the readout shows each step as the handle passes it
@@ -137,12 +138,12 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
     slider = _step_slider(view)
     expect(slider).to_have_count(1)
     slider.scroll_into_view_if_needed()
-    label = slider.locator("xpath=..").locator(":scope > .widget-label")
+    label = slider.locator(".rlv-step-label")
     expect(label).to_have_count(1)
     expect(label).to_be_visible()
     expect(label).to_have_text("all steps")  # no step filter; the handle at the first position (step 3)
-    expect(slider.locator(".widget-readout")).to_be_hidden()  # a position would mean nothing to a reader
-    handle = slider.locator(".noUi-handle").first
+    expect(slider.locator(".rlv-step-readout")).to_be_hidden()  # a position would mean nothing to a reader
+    handle = slider.locator(".rlv-step-input")
     handle.focus()
     page.keyboard.press("ArrowRight")
     nb.wait_for("uneven.steps", lambda v: v == [5, 5], what="uneven.steps after ArrowRight")
@@ -151,10 +152,9 @@ def test_step_slider_drag_and_keys(page, lab, lab_root):
     expect(view.locator(".rlv-sample-table .rlv-row[data-id]")).to_have_count(UNEVEN_COUNTS[5], timeout=20_000)
     assert set(_table_steps(view)) == {"5"}
     # drag to the far end: the last position is step 40
-    track = slider.locator(".noUi-base, .noUi-target").first.bounding_box()
-    hb = handle.bounding_box()
-    y = hb["y"] + hb["height"] / 2
-    page.mouse.move(hb["x"] + hb["width"] / 2, y)
+    track = handle.bounding_box()
+    y = track["y"] + track["height"] / 2
+    page.mouse.move(_handle_x(track, 0, 2, 1), y)
     page.mouse.down()
     page.mouse.move(track["x"] + track["width"] - 1, y, steps=6)
     page.mouse.up()

@@ -33,7 +33,7 @@ def test_run_view_brush_filter_click(page, lab, lab_root, artifacts):
     assert 2.5 < steps[0] < 3.5 and 6.5 < steps[1] < 7.5, steps
     got = nb.eval("[view.filtered.step.min(), view.filtered.step.max(), len(view.filtered), view.table.row_count]")
     assert steps[0] <= got[0] and got[1] <= steps[1] and got[2] == got[3] < total
-    expect(page.locator(".rlv-count").first).to_contain_text(f"{got[3]:,} of {total:,}")
+    expect(page.locator(".rlv-step-row .rlv-count").first).to_contain_text(f"{got[3]:,} of {total:,}")
 
     # brush a reward range on the histogram: the rows of the table are inside both ranges
     drag(page, 4, 0.0, 1.0)
@@ -55,7 +55,7 @@ def test_run_view_brush_filter_click(page, lab, lab_root, artifacts):
                          ".length") == 0
     want = nb.eval("int(view.run.sql('select count(*) n from samples where step between 2 and 5').n[0])")
     assert nb.eval("view.table.row_count") == want
-    expect(page.locator(".rlv-count").first).to_contain_text(f"{want:,} of {total:,}")
+    expect(page.locator(".rlv-step-row .rlv-count").first).to_contain_text(f"{want:,} of {total:,}")
     assert nb.eval("sorted(set(view.filtered.step))") == [2, 3, 4, 5]
 
     # click a row: its detail and token strip open; view.selected comes back
@@ -102,7 +102,7 @@ def test_run_view_in_notebook7(notebook7, browser, lab_root, artifacts):
         _wait_rendered(page)
         nb.exec("view.filter(steps=(1, 3))")
         want = nb.eval("int(view.run.sql('select count(*) n from samples where step between 1 and 3').n[0])")
-        expect(page.locator(".rlv-count").first).to_contain_text(f"{want:,} of")
+        expect(page.locator(".rlv-step-row .rlv-count").first).to_contain_text(f"{want:,} of")
         page.locator(".rlv-run-view").first.screenshot(path=str(artifacts / "run_view_notebook7.png"))
     finally:
         ctx.close()
@@ -127,7 +127,7 @@ def test_run_view_follows_a_growing_log(page, lab, lab_root):
     brush = ("(() => { const s = document.querySelector('.rlv-chart')._rlvView.signal('steps_brush');"
              " return s && s.step && s.step[0] === 1 && s.step[1] === 3; })()")
     page.wait_for_function(brush, timeout=20_000)
-    expect(page.locator(".rlv-count").first).to_contain_text("48 of 80")
+    expect(page.locator(".rlv-step-row .rlv-count").first).to_contain_text("48 of 80")
 
     # the job writes a new step, the last line only half at first
     lines = [json.dumps(make_record(random.Random(i), 5, i, 20, progress=1.0)) for i in range(8)]
@@ -136,10 +136,10 @@ def test_run_view_follows_a_growing_log(page, lab, lab_root):
         f.flush()
     page.wait_for_function(
         "document.querySelector('.rlv-chart')._rlvView.data('steps').some(d => d.step === 5)", timeout=30_000)
-    expect(page.locator(".rlv-count").first).to_contain_text("48 of 87", timeout=20_000)
+    expect(page.locator(".rlv-step-row .rlv-count").first).to_contain_text("48 of 87", timeout=20_000)
     with open(folder / "rollout_rank0.jsonl", "a") as f:
         f.write(lines[7][40:] + "\n")
-    expect(page.locator(".rlv-count").first).to_contain_text("48 of 88", timeout=20_000)
+    expect(page.locator(".rlv-step-row .rlv-count").first).to_contain_text("48 of 88", timeout=20_000)
     assert page.evaluate(brush)  # the user's brush is still there
     assert nb.eval("view.steps") == [1.0, 3.0] and nb.eval("view.follow") is True
     nb.exec("view.follow = False")
@@ -151,7 +151,7 @@ def test_run_view_grpo_groups(page, lab, lab_root):
 
     write_log(lab_root / "grpo", steps=4, samples_per_step=32, tokens=16, ranks=2, group_size=8, seed=3)
     write_notebook(lab_root / "groups.ipynb", [
-        "import rlviz_widgets as rw\nview = rw.RunView('grpo', progress=False)\nview.tabs.selected_index = 1\nview"])
+        "import rlviz_widgets as rw\nview = rw.RunView('grpo', progress=False)\nview.tabs.value = 1\nview"])
     nb = Notebook(page, lab, "groups.ipynb")
     nb.run_all()
     expect(page.locator(".rlv-groups-summary").first).to_contain_text("16 groups of 8", timeout=90_000)
