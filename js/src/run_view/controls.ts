@@ -14,6 +14,15 @@ export interface ControlValues {
 }
 export type SendControl = (name: string, value: unknown) => void;
 
+const SLIDER_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"]);
+
+/** A range input keeps its keys: the page's own shortcuts (JupyterLab's, on the notebook) must not take them. */
+export function keepSliderKeys(input: HTMLInputElement): void {
+  input.addEventListener("keydown", (e) => {
+    if (SLIDER_KEYS.has(e.key)) e.stopPropagation();
+  });
+}
+
 const METRICS: [string, string][] = [
   ["kl_mean", "KL"],
   ["log_ratio_mean", "log-ratio"],
@@ -32,6 +41,7 @@ export class Controls {
     const bandLabel = el(doc, "label", "rlv-band");
     this.band = el(doc, "input");
     Object.assign(this.band, { type: "range", min: "0", max: "3", step: "0.1" });
+    keepSliderKeys(this.band);
     this.bandValue = el(doc, "span", "rlv-band-value");
     bandLabel.append(el(doc, "span", "rlv-control-name", "band ×std"), this.band, this.bandValue);
     this.band.addEventListener("input", () => (this.bandValue.textContent = Number(this.band.value).toFixed(1)));

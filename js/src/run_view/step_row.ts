@@ -6,6 +6,7 @@
  */
 import { el } from "../lib/dom";
 import type { AnyModel } from "../lib/rpc";
+import { keepSliderKeys } from "./controls";
 
 export type Click = (name: "prev" | "next" | "clear") => void;
 
@@ -24,6 +25,7 @@ export class StepRow {
     this.input = el(doc, "input", "rlv-step-input");
     this.input.type = "range";
     this.input.setAttribute("aria-label", "step");
+    keepSliderKeys(this.input);
     this.readout = el(doc, "span", "rlv-step-readout");
     this.label = el(doc, "span", "rlv-step-label");
     box.append(el(doc, "span", "rlv-control-name", "step"), this.input, this.readout, this.label);
