@@ -17,7 +17,7 @@ export const CSS = `
 .rlv-run-view .rlv-pane{display:flex;flex-direction:column;gap:6px}
 .rlv-run-view .rlv-detail-facts{margin:6px 0}
 .rlv-run-view .rlv-detail-note{color:var(--jp-ui-font-color2,#666);margin:6px 0}
-.rlv-run-view .rlv-turn{border:1px solid var(--jp-border-color2,#ddd);border-radius:3px;margin:4px 0;background:var(--jp-layout-color1,#fff)}
+.rlv-run-view .rlv-turn{display:block;width:100%;box-sizing:border-box;border:1px solid var(--jp-border-color2,#ddd);border-radius:3px;margin:4px 0;background:var(--jp-layout-color1,#fff)}
 .rlv-run-view .rlv-turn-head{display:flex;align-items:center;gap:8px;padding:2px 6px;border-bottom:1px solid var(--jp-border-color2,#ddd)}
 .rlv-run-view .rlv-role{font-size:11px;font-weight:600;padding:0 6px;border-radius:8px;background:var(--jp-layout-color3,#ddd)}
 .rlv-run-view .rlv-expand{margin-left:auto;font-size:11px;padding:0 6px}
