@@ -119,6 +119,9 @@ def test_controls_move_by_message_as_from_python(view):
     assert view.steps is None
     browser.custom({"type": "control", "name": "tab", "value": 1})
     assert view.group_panes["built"] and view.group_table is not None
+    assert view.tabs.selected_index == 1 and view.controls["tab"] == 1  # (ipywidgets' Tab's name, kept)
+    view.tabs.selected_index = 0
+    assert view.controls["tab"] == 0
     # the browser may set none of the view's traits directly
     browser.update({"steps": [1, 2], "detail": {"blocks": []}, "status": "x"})
     assert view.steps is None and view.status.endswith("samples")

@@ -80,3 +80,19 @@ def one_of(*options) -> Callable[[object], object]:
             raise ValueError(f"one of {', '.join(map(repr, options))} is needed, not {value!r:.60}")
         return value
     return check
+
+
+class Tabs(Control):
+    """The view's tabs: ``value`` is the tab shown (0: samples, 1: GRPO groups); ``selected_index`` is the same,
+    as ipywidgets' ``Tab`` names it."""
+
+    def __init__(self):
+        super().__init__(0, one_of(0, 1))
+
+    @property
+    def selected_index(self) -> int:
+        return self.value
+
+    @selected_index.setter
+    def selected_index(self, index: int) -> None:
+        self.value = index

@@ -21,7 +21,7 @@ from rlviz_widgets.widgets._base import STATIC, RpcWidget, with_fallback
 from rlviz_widgets.widgets._validate import clip
 from rlviz_widgets.widgets.chart import ChartWidget
 from rlviz_widgets.widgets.run_view import panes
-from rlviz_widgets.widgets.run_view.controls import Button, Control, boolean, number_in, one_of
+from rlviz_widgets.widgets.run_view.controls import Button, Control, Tabs, boolean, number_in, one_of
 from rlviz_widgets.widgets.run_view.filters import UNSET, condition, normalise_range, step_by, steps_label
 from rlviz_widgets.widgets.run_view.following import Follower
 from rlviz_widgets.widgets.run_view.groups_tab import GroupsTab
@@ -123,7 +123,7 @@ class RunView(RpcWidget):
         self.band = Control(1.0, number_in(0.0, 3.0))
         self.zero_shift = Control(False, boolean)
         self.kl_metric = Control("kl_mean", one_of(*KL_METRICS), visible=self._has_tokens)
-        self.tabs = Control(0, one_of(0, 1))  # 0: samples, 1: GRPO groups
+        self.tabs = Tabs()
         self.step_slider = StepSlider(run.step_values)
         self.prev_button, self.next_button = Button("◀ prev"), Button("next ▶")
         self.clear_button = Button("clear filters")
