@@ -35,7 +35,7 @@ KERNEL_EXEC = """async (code) => {
 
 # pixel position of a data value inside one concat unit of the chart (the first matching `chart` selector)
 UNIT_POINT = """([unit, xValue, yFrac, chart]) => {
-  const root = document.querySelector(chart || '.rlv-chart');
+  const root = chart instanceof Element ? chart : document.querySelector(chart || '.rlv-chart');
   const v = root._rlvView;
   const groups = [];
   for (const mark of v.scenegraph().root.items[0].items)
@@ -77,28 +77,35 @@ def jupyter_server(root: Path, state: Path, app: str = "jupyterlab", env_extra: 
            "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(state / "ws"),
            "RLVIZ_CACHE_DIR": str(state / "rlviz-cache"), "PYTHONPATH": str(root), **(env_extra or {})}
     # the kernel finds the data through the notebook folder (cwd)
-    log = open(state / f"{app}.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
-         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-         "--JupyterNotebookApp.expose_app_in_browser=True",
-         "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
-         "--LanguageServerManager.autodetect=False"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+    cmd = [sys.executable, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+           "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+           f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+           "--JupyterNotebookApp.expose_app_in_browser=True",
+           "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
+           "--LanguageServerManager.autodetect=False"]
     base = f"http://127.0.0.1:{port}"
+    with serving(cmd, env, state / f"{app}.log", f"{base}/api/status"):
+        yield base
+
+
+@contextmanager
+def serving(cmd: list[str], env: dict, log_path: Path, probe: str, cwd: Path | None = None):
+    """Runs the server ``cmd`` (its output to ``log_path``) while the block runs, entered once ``probe`` (a URL)
+    answers."""
+    log = open(log_path, "w")
+    server = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(240):
             if server.poll() is not None:
-                raise RuntimeError((state / f"{app}.log").read_text())
+                raise RuntimeError(log_path.read_text())
             try:
-                urllib.request.urlopen(f"{base}/api/status", timeout=1)
+                urllib.request.urlopen(probe, timeout=1)
                 break
             except OSError:
                 time.sleep(0.5)
         else:
-            raise TimeoutError(f"{app} did not start: " + (state / f"{app}.log").read_text()[-2000:])
-        yield base
+            raise TimeoutError(f"{cmd[:3]} did not start: " + log_path.read_text()[-2000:])
+        yield
     finally:
         server.terminate()
         try:

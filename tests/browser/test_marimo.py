@@ -6,35 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from .lab import free_port, is_local
+from .lab import UNIT_POINT, free_port, is_local, serving
 
 pytest.importorskip("marimo")
 
 NOTEBOOK = Path(__file__).with_name("marimo_run_view.py")
-
-# pixel position of a data value in one concat unit of the chart ``root`` (found by Playwright, which sees into
-# marimo's shadow roots; document.querySelector does not)
-POINT = """(root, [unit, xValue]) => {
-  const v = root._rlvView;
-  const groups = [];
-  for (const mark of v.scenegraph().root.items[0].items)
-    if (mark.marktype === 'group') for (const g of mark.items) groups.push({name: mark.name, g});
-  const {name, g} = groups[unit];
-  const scale = v.scale(name.replace(/_group$/, '_x'));
-  const canvas = root.querySelector('canvas, svg').getBoundingClientRect();
-  const [ox, oy] = v.origin();
-  return {x: canvas.x + ox + g.x + scale(xValue), y: canvas.y + oy + g.y + g.height * 0.5};
-}"""
-
 
 @pytest.fixture(scope="module")
 def marimo_app(tmp_path_factory, chromium_path):
@@ -43,30 +26,11 @@ def marimo_app(tmp_path_factory, chromium_path):
     env = {**os.environ, "RLVIZ_MARIMO_OUT": str(out), "RLVIZ_CACHE_DIR": str(out / "cache"), "HOME": str(out),
            "XDG_CONFIG_HOME": str(out / "config"), "XDG_CACHE_HOME": str(out / "xdg-cache"),
            "XDG_STATE_HOME": str(out / "state")}
-    log = open(out / "marimo.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "marimo", "run", str(NOTEBOOK), "--headless", "--host",
-                               "127.0.0.1", "--port", str(port), "--no-token"],
-                              cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+    cmd = [sys.executable, "-m", "marimo", "run", str(NOTEBOOK), "--headless", "--host", "127.0.0.1", "--port",
+           str(port), "--no-token"]
     base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            if server.poll() is not None:
-                raise RuntimeError((out / "marimo.log").read_text())
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise TimeoutError("marimo did not start: " + (out / "marimo.log").read_text()[-2000:])
+    with serving(cmd, env, out / "marimo.log", f"{base}/health", cwd=out):
         yield base, out
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 def kernel_state(out: Path, name: str, predicate, what: str, timeout: float = 30.0) -> dict:
@@ -85,10 +49,12 @@ def kernel_state(out: Path, name: str, predicate, what: str, timeout: float = 30
 
 
 def brush(page, chart, unit: int, x0: float, x1: float) -> None:
-    """A mouse brush from x0 to x1 across the middle of concat unit ``unit`` of ``chart`` (a locator)."""
+    """A mouse brush from x0 to x1 across the middle of concat unit ``unit`` of ``chart`` (a locator: Playwright
+    sees into marimo's shadow roots, document.querySelector does not)."""
     chart.scroll_into_view_if_needed()
     page.wait_for_timeout(500)  # the chart holds still
-    a, b = chart.evaluate(POINT, [unit, x0]), chart.evaluate(POINT, [unit, x1])
+    root = chart.element_handle()
+    a, b = (page.evaluate(UNIT_POINT, [unit, x, 0.5, root]) for x in (x0, x1))
     page.mouse.move(a["x"], a["y"])
     page.mouse.down()
     for k in range(1, 6):
