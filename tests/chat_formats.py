@@ -203,3 +203,69 @@ def write_agent_chat(folder: Path, samples: int = 3) -> list[dict]:
     recs = [{"step": 1, "group": "g", "reward": float(k), "messages": agent_messages(k)} for k in range(samples)]
     (folder / "agent.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     return recs
+
+
+class ChatTokenizer:
+    """A tokenizer whose pieces are a chat template's special tokens, runs of other characters and single blanks;
+    ids in order of first sight (encode everything before a run is opened: the cache key reads the vocabulary)."""
+
+    name_or_path = "chat-tokenizer"
+    SPECIAL = ("<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+               "<|eot_id|>")
+
+    def __init__(self):
+        self.pieces: list[str] = list(self.SPECIAL)
+        self.ids = {p: i for i, p in enumerate(self.pieces)}
+
+    def encode(self, text: str) -> list[int]:
+        import re
+
+        special = "|".join(re.escape(s) for s in self.SPECIAL)
+        out = []
+        for piece in re.findall(rf"{special}|\s|[^\s<]+|<", text):
+            if piece not in self.ids:
+                self.ids[piece] = len(self.pieces)
+                self.pieces.append(piece)
+            out.append(self.ids[piece])
+        return out
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.pieces[i] for i in ids if not (skip_special_tokens and self.pieces[i] in self.SPECIAL))
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.pieces[i] if 0 <= i < len(self.pieces) else None for i in ids]
+
+
+GYM_MESSAGES = (  # (role, rendered text, trained): a Qwen-style ChatML rollout as NeMo-Gym tokenizes it
+    ("user", "<|im_start|>system\nUse tools.<|im_end|>\n<|im_start|>user\nWhat is {a}*7?<|im_end|>\n"
+             "<|im_start|>assistant\n", False),
+    ("assistant", '<tool_call>\n{{"name": "multiply", "arguments": {{"a": {a}, "b": 7}}}}\n</tool_call><|im_end|>',
+     True),
+    ("user", "\n<|im_start|>user\n<tool_response>\n{p}\n</tool_response><|im_end|>\n<|im_start|>assistant\n", False),
+    ("assistant", "{a}*7 = {p}<|im_end|>", True),
+)
+
+
+def write_nemo_gym(log_dir: Path, tok: ChatTokenizer, samples: int = 2, step: int = 1) -> list[dict]:
+    """``train_data_step{step}.jsonl`` as NeMo-RL writes NeMo-Gym rollouts: every ``content`` text empty, the turns
+    only in ``token_ids`` (the tool results and the next header folded into a user message). Returns per line the
+    rendered texts of the messages, their token counts and the turns the template's markers give."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    lines, truth = [], []
+    for i in range(samples):
+        a, p = i + 6, (i + 6) * 7
+        texts = [m[1].format(a=a, p=p) for m in GYM_MESSAGES]
+        ids = [tok.encode(t) for t in texts]
+        mask = [int(m[2]) for m, x in zip(GYM_MESSAGES, ids) for _ in x]
+        flat = [t for x in ids for t in x]
+        gen = [-0.5 if m else 0.0 for m in mask]
+        rec = {"content": [[""] * len(texts)], "rewards": [1.0], "input_lengths": [len(flat)], "token_ids": [flat],
+               "token_loss_mask": [mask], "sample_loss_mask": [1.0], "advantages": [[0.5] * len(flat)],
+               "generation_logprobs": [gen], "prev_logprobs": [gen], "idx": i}
+        lines.append(json.dumps(rec))
+        call = f'<tool_call>\n{{"name": "multiply", "arguments": {{"a": {a}, "b": 7}}}}\n</tool_call>'
+        truth.append({"lengths": [len(x) for x in ids], "mask": mask,
+                      "turns": [("system", "Use tools."), ("user", f"What is {a}*7?"), ("assistant", call),
+                                ("user", f"<tool_response>\n{p}\n</tool_response>"), ("assistant", f"{a}*7 = {p}")]})
+    (log_dir / f"train_data_step{step}.jsonl").write_text("".join(x + "\n" for x in lines))
+    return truth

@@ -387,7 +387,16 @@ class RunViews:
         """Every problem: of the files' lines, of custom fields, of the files as wholes."""
         files = self.files
         lines = [Problem(st.path, *p) for st in files.states.values() for p in st.problems]
-        return lines + self.listed + self.renamed() + list(files.pending) + list(files.removed.values())
+        return (lines + self.listed + self.renamed() + list(files.pending) + list(files.removed.values())
+                + self.unspelled())
+
+    def unspelled(self) -> list[Problem]:
+        """Each file of token ids read without ``tokenizer=``: its tokens are shown as ``#id``, said once a file."""
+        if self.options.tokenizer is not None or not getattr(getattr(self.reader, "format", None), "token_ids", False):
+            return []
+        return [Problem(st.path, 0, "no_tokenizer", "token ids without tokenizer=: shown as #id (line 0: the file "
+                                                    "as a whole)") for st in self.files.states.values()
+                if "tokens" in st.fields]
 
     # -- names of custom fields ------------------------------------------------------------------
     def names(self, names: dict[str, str] | None = None) -> dict[str, str]:

@@ -9,7 +9,7 @@ import warnings
 import pandas as pd
 import pyarrow.parquet as pq
 from chat_formats import write_nemo_chat, write_openai_chat, write_trl_chat
-from formats import write_trl
+from formats import FakeTokenizer, write_trl
 
 import rlviz_widgets
 
@@ -85,7 +85,7 @@ def test_trl_bad_messages_are_located_and_kept(tmp_path, cache_dir):
 
 def test_nemo_train_response_is_the_trained_message(tmp_path, cache_dir):
     truth = write_nemo_chat(tmp_path / "logs", step=3, prompts=9, n=4)
-    run, _ = _open(tmp_path / "logs", cache_dir, format="nemo")
+    run, _ = _open(tmp_path / "logs", cache_dir, format="nemo", tokenizer=FakeTokenizer())
     s = run.samples.sort_values("line").reset_index(drop=True)
     assert s["prompt"].tolist() == [t["prompt"] for t in truth]
     assert s["response"].tolist() == [t["response"] for t in truth]

@@ -354,8 +354,16 @@ def test_chunk_query_is_bound_once_per_cursor_and_reads_the_raw_of_the_time(monk
 
 
 # -- bad input in other formats ----------------------------------------------------------------
+NO_TOKENIZER = "token ids without tokenizer=: shown as #id (line 0: the file as a whole)"
+
+
 def _problems(run) -> list[list]:
     return run.problems[["line", "kind", "message"]].values.tolist()
+
+
+def _spelled(problems) -> list[list]:
+    """``problems`` without the one of a file of token ids read without a tokenizer (tested on its own)."""
+    return [p for p in problems.values.tolist() if p[1] != "no_tokenizer"]
 
 
 @pytest.mark.parametrize("tok", [None, FakeTokenizer(), DecodeOnlyTokenizer(), StrictTokenizer()],
@@ -370,7 +378,10 @@ def test_openinstruct_bad_token_ids_are_reported_never_handed_to_the_tokenizer(t
     shard.write_text("".join(json.dumps(r) + "\n" for r in bad))
     run = _open(tmp_path / "traces", cache_dir, tokenizer=tok)
     assert len(run.samples) == 4
-    assert _problems(run) == [[1, "wrong_type", "response_tokens has 1 null or invalid token(s): shown empty"],
+    unspelled = [p for p in _problems(run) if p[1] == "no_tokenizer"]  # said once for the file, line 0
+    assert unspelled == ([[0, "no_tokenizer", NO_TOKENIZER]] if tok is None else [])
+    assert [p for p in _problems(run) if p[1] != "no_tokenizer"] == [
+                              [1, "wrong_type", "response_tokens has 1 null or invalid token(s): shown empty"],
                               [2, "wrong_type", "response_tokens has 2 null or invalid token(s): shown empty"],
                               [3, "wrong_type", "prompt_tokens holds null or invalid token ids: shown as \ufffd"],
                               [3, "nan", "advantage is NaN: left empty"]]
@@ -460,6 +471,8 @@ def test_nemo_values_not_shaped_as_nemo_writes_them_are_reported(tmp_path, cache
                                "may be off"],
         [6, "wrong_type", "token_ids is not a batch of one list of numbers: ignored"],
         [7, "missing_field", "no response text in content: left empty"],
+        [7, "template_markers", "no chat-template role markers (ChatML, Llama 3, Gemma, Phi-3, GLM, DeepSeek, "
+                                "gpt-oss, Cohere) found in the tokens: they are one turn of role unknown"],
         [8, "wrong_type", "generation_logprobs holds 2 rows, not one: the first is read"]]
     s = run.samples.set_index("line")
     assert s.loc[2, "reward"] == 0.25 and s.loc[3, "reward"] == 0.5 and len(s) == 8
@@ -591,7 +604,7 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
     recs[1]["response_tokens"] = None
     del recs[2]["prompt_tokens"]
     shard.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    got = open_run(oi).problems[["line", "kind", "message"]].values.tolist()
+    got = _spelled(open_run(oi).problems[["line", "kind", "message"]])
     assert got == [[1, "missing_field", "no response_tokens: the response is left empty"],
                    [2, "missing_field", "no response_tokens: the response is left empty"],
                    [3, "missing_field", "no prompt_tokens: the prompt is left empty"]]
@@ -599,7 +612,7 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
         r["text"] = "an answer"
     shard.write_text("".join(json.dumps(r) + "\n" for r in recs))
     got = open_run(oi, columns={"response": "text"}, cache_dir=tmp_path / "c2").problems.kind.tolist()
-    assert got == ["missing_field"]  # only the prompt_tokens of line 3
+    assert got == ["missing_field", "no_tokenizer"]  # only the prompt_tokens of line 3 (and the file's ids)
     nemo = tmp_path / "nemo"
     write_nemo(nemo, steps=(1,), prompts=1, n=2)
     step1 = nemo / "train_data_step1.jsonl"
@@ -608,7 +621,9 @@ def test_a_missing_response_is_reported_in_every_format(tmp_path, open_run):
     recs[1]["generation_logprobs"][0][-1] = float("nan")
     step1.write_text("".join(json.dumps(r) + "\n" for r in recs))
     got = open_run(nemo).problems[["line", "kind", "message"]].values.tolist()
-    assert [1, "missing_field", "no content: prompt and response left empty"] in got
+    assert [1, "missing_field", "no content: the texts and turns are read from the token ids"] in got
+    assert [1, "template_markers", "token ids without tokenizer=: shown as #id, the turns not found (one turn, "
+                                   "unknown)"] in got
     assert any(p[0] == 2 and p[2].startswith("generation_logprobs has") for p in got), got
 
 
@@ -634,7 +649,7 @@ def test_a_nemo_dump_without_a_loss_mask_finds_the_response_by_its_logprobs(tmp_
     del recs[1]["generation_logprobs"]
     recs[0]["generation_logprobs"] = [[0.0] * len(recs[0]["generation_logprobs"][0])]  # a model sure of every token
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    got = open_run(tmp_path / "nemo").problems[["line", "kind", "message"]].values.tolist()
+    got = _spelled(open_run(tmp_path / "nemo").problems[["line", "kind", "message"]])
     assert got == [[1, "missing_field", "no token_loss_mask, and every generation log-prob is 0.0: no token is "
                                         "counted as trained (the response cannot be told from the prompt)"],
                    [2, "missing_field", "no token_loss_mask: every token is counted as trained (the prompt's too), "

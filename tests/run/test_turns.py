@@ -85,7 +85,7 @@ def test_nemo_train_tokens_cover_the_whole_sequence(tmp_path, open_run):
     role and mask; turns with their spans; statistics over the trained tokens only."""
     truth = write_nemo_chat(tmp_path / "logs", prompts=2, n=2)
     run = open_run(tmp_path / "logs")
-    assert run.problems.empty
+    assert run.problems.kind.tolist() == ["no_tokenizer"]  # said once for the file (tokens shown as #id)
     s = run.samples.sort_values("line").reset_index(drop=True)
     recs = [{k: (v[0] if isinstance(v, list) else v) for k, v in r.items()}
             for r in read_records([tmp_path / "logs" / "train_data_step3.jsonl"])]

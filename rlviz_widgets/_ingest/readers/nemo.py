@@ -27,9 +27,12 @@ import pyarrow as pa
 from rlviz_widgets._ingest.readers.chat import Chat, conversation, messages_chat, with_chats
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.sql import field_ref, json_number, reports_sql
+from rlviz_widgets._ingest.readers.markers import marker_turns
 from rlviz_widgets._ingest.readers.sequence import train_turns, with_sequence_columns
 from rlviz_widgets._ingest.readers.tokens import decode_ids
 
+GYM_NOT_FOUND = ("template_markers|no chat-template role markers found in the tokens of these empty messages: the "
+                 "turns are the loss mask's runs")
 TOKEN_KEYS = ("token_ids", "token_loss_mask", "advantages", "generation_logprobs", "prev_logprobs")
 OWN_READS = ("prompt", "response", "reward", "tokens", "logprobs", "advantage")  # read through expressions below
 
@@ -139,8 +142,13 @@ def _chat(t: pa.Table, tokenizer) -> pa.Table:
 
 def _read_messages(text: str | None, mask: list[bool] | None, ids: list[int] | None, tokenizer) -> Chat | None:
     """A sample's texts from its message list: objects with roles (val files), or texts (train files:
-    ``train_turns``); None for anything else."""
+    ``train_turns``); where the texts are all empty (NeMo-Gym) or missing, the turns found in the token ids
+    (``markers``); None for anything else."""
     messages = json.loads(text) if text else None
+    if ids and (messages is None or (isinstance(messages, list) and messages and not any(messages))):
+        turns, reports = marker_turns(ids, mask, tokenizer)
+        if messages is None or not reports:
+            return conversation(turns, reports=reports)
     if not isinstance(messages, list) or not messages:
         return None
     if all(isinstance(m, dict) for m in messages):
@@ -148,11 +156,14 @@ def _read_messages(text: str | None, mask: list[bool] | None, ids: list[int] | N
     if len(messages) < 2 or not all(m is None or isinstance(m, str) for m in messages):
         return None
     turns, first_response = train_turns([m or "" for m in messages], mask)
-    if ids is not None and not any(messages):  # NeMo-Gym: every text empty, the turns only in the token ids
+    reports = []
+    if ids and not any(messages):  # NeMo-Gym without its template's markers: the runs' texts
         for turn in turns:
             if turn.start is not None:
                 turn.text = decode_ids(ids[turn.start:turn.end], tokenizer)
-    return conversation(turns, first_response)
+        if tokenizer is not None:  # (without one, the file's no_tokenizer says it)
+            reports.append(GYM_NOT_FOUND)
+    return conversation(turns, first_response, reports)
 
 
 class NemoReader(JsonlReader):
@@ -167,7 +178,9 @@ def _shape_reports(response: str | None, nan_advantage: str | None, no_start: st
     ``no_start``: the SQL saying a row without a mask has no generation log-prob other than 0.0."""
     out = [nan_advantage] if nan_advantage else []
     if response is not None:
-        out.append(f"CASE WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
+        out.append(f"CASE WHEN (r.content IS NULL OR json_type(r.content) = 'NULL') AND r.token_ids[1] IS NOT NULL "
+                   f"THEN 'missing_field|no content: the texts and turns are read from the token ids' "
+                   f"WHEN r.content IS NULL OR json_type(r.content) = 'NULL' "
                    f"THEN 'missing_field|no content: prompt and response left empty' "
                    f"WHEN ({response}) IS NULL THEN 'missing_field|no response text in content: left empty' END")
         # messages that are neither text nor chat objects (numbers, lists): shown as their JSON
