@@ -206,3 +206,29 @@ def test_openai_chat_payloads_stay_plain_text(tmp_path, cache_dir):
     assert run.format == "chat"
     assert s["response"].iloc[0] == f'tool{x}({{"q": "{x}"}})\n── judge{x} ──\n</script>{x}'
     assert run.problems["kind"].tolist() == ["unknown_role"]
+
+
+def test_trl_reasoning_and_several_calls_in_one_turn(tmp_path, cache_dir):
+    """TRL's parsed messages: ``reasoning_content`` beside the content, two calls in one assistant message (no ids;
+    their arguments a struct of the union of the file's argument names), results by name."""
+    folder = tmp_path / "out" / "completions"
+    folder.mkdir(parents=True)
+    completion = [{"role": "assistant", "content": "", "reasoning_content": "two lookups",
+                   "tool_calls": [{"type": "function", "function": {"name": "get", "arguments": {"k": "a"}}},
+                                  {"type": "function", "function": {"name": "put", "arguments": {"v": 1}}}]},
+                  {"role": "tool", "name": "get", "content": "1"}, {"role": "tool", "name": "put", "content": "ok"},
+                  {"role": "assistant", "content": "done", "reasoning_content": "all set"}]
+    pd.DataFrame({"step": [2], "prompt": [[{"role": "user", "content": "go"}]], "completion": [completion],
+                  "r": [1.0], "advantage": [0.0]}).to_parquet(folder / "completions_00002.parquet")
+    run, warned = _open(tmp_path / "out", cache_dir)
+    assert run.problems.empty and not warned
+    s = run.samples
+    assert s["response"].iloc[0] == ('<think>\ntwo lookups\n</think>\nget({"k": "a"})\nput({"v": 1})\n── tool ──\n1\n'
+                                     '── tool ──\nok\n── assistant ──\n<think>\nall set\n</think>\ndone')
+    assert s["answer"].iloc[0] == "done" and s["n_tool_calls"].iloc[0] == 2 and s["n_turns"].iloc[0] == 5
+    t = run.turns().astype(object).where(run.turns().notna(), None)
+    assert t[["turn", "role", "text", "tool_name", "tool_arguments", "reasoning"]].values.tolist() == [
+        [0, "user", "go", None, None, None],
+        [1, "assistant", "", "get", '{"k": "a"}', "two lookups"], [1, "assistant", None, "put", '{"v": 1}', None],
+        [2, "tool", "1", "get", None, None], [3, "tool", "ok", "put", None, None],
+        [4, "assistant", "done", None, None, "all set"]]

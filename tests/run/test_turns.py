@@ -147,3 +147,36 @@ def test_a_set_of_runs_has_their_turns(tmp_path, cache_dir):
     assert t.groupby("run").size().to_dict() == {"agent": 16, "weather": 13}
     sid = int(rs.samples.query("run == 'weather'").sample_id.iloc[0])
     assert set(rs.turns([sid]).run) == {"weather"}
+
+
+def test_bad_messages_are_turns_as_written(tmp_path, open_run):
+    """A message without role or content, an unknown role, an image part: reported by line, kept as turns."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}},
+                                             {"type": "text", "text": "what is it?"}]},
+                {"content": "no role"}, {"role": "assistant"}, {"role": "judge", "content": "fine"}]
+    (folder / "a.jsonl").write_text(json.dumps({"step": 0, "reward": 1.0, "messages": messages}) + "\n")
+    run = open_run(folder)
+    assert run.problems[["line", "kind"]].values.tolist() == [[1, "image"], [1, "missing_field"],
+                                                               [1, "missing_field"], [1, "unknown_role"]]
+    t = run.turns()
+    assert list(zip(t.role, t.text, t.trained)) == [("user", "[image]\nwhat is it?", False), ("?", "no role", False),
+                                                    ("assistant", "", True), ("judge", "fine", False)]
+
+
+def test_a_loss_mask_shorter_than_the_tokens_keeps_every_token(tmp_path, open_run):
+    """The tokens past the end of a short mask are kept, untrained; the line says so."""
+    write_nemo_chat(tmp_path / "logs", prompts=1, n=2)
+    f = tmp_path / "logs" / "train_data_step3.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    n = recs[0]["input_lengths"][0]
+    recs[0]["token_loss_mask"] = [recs[0]["token_loss_mask"][0][:n - 4]]  # cuts into the response
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = open_run(f)
+    kinds = run.problems[["line", "kind"]].values.tolist()
+    assert [1, "length_mismatch"] in kinds
+    s = run.samples.sort_values("line")
+    toks = run.tokens(int(s.sample_id.iloc[0]))
+    assert len(toks) == n and not toks.trained.iloc[n - 4:].any()
+    assert s.n_trained_tokens.iloc[0] == sum(recs[0]["token_loss_mask"][0])

@@ -74,8 +74,10 @@ def by_fields(rec: dict) -> str | None:
 
 
 def _chat_messages(value) -> bool:
-    """Whether a value is a list of OpenAI-chat messages (objects with a role)."""
-    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+    """Whether a value is a list of OpenAI-chat messages (objects, with a role: one message without a role is a bad
+    message of a chat log, reported by the chat reader, not another format)."""
+    return (isinstance(value, list) and bool(value) and all(isinstance(m, dict) for m in value)
+            and any("role" in m for m in value))
 
 
 def first_record(path: Path) -> dict | None:
