@@ -34,6 +34,18 @@ def _shares(lengths: list[int], budget: int = MAX_STRIP_TOKENS, least: int = MIN
     return shares
 
 
+def _turn_starts(turn, roles, share: int) -> list[dict]:
+    """Where each turn starts among the first ``share`` tokens, with its role; none when they hold one turn only
+    (a log of response tokens draws as it did)."""
+    if turn is None or roles is None or share == 0:
+        return []
+    turn = np.asarray(turn[:share])
+    starts = np.flatnonzero(np.r_[True, turn[1:] != turn[:-1]] & (turn >= 0))
+    if len(starts) < 2:
+        return []
+    return [{"start": int(i), "role": clip(str(roles[i]), 60)} for i in starts]
+
+
 def _flags_and_turns(sample: dict, share: int, buffers: list) -> dict:
     """The loss mask and rule mask of the sent tokens as byte buffers, and the turns starting among them; a flag
     that changes nothing (every token trained, none masked) is left out, so single-turn strips cost what they did."""
@@ -47,8 +59,7 @@ def _flags_and_turns(sample: dict, share: int, buffers: list) -> dict:
             continue
         out.setdefault("flags", {})[name] = len(buffers)
         buffers.append(memoryview(np.ascontiguousarray(flags, dtype=np.uint8)).cast("B"))
-    turns = [{"start": int(start), "role": clip(str(role), 60)} for start, role in sample.get("turns") or ()
-             if 0 <= start < share]
+    turns = _turn_starts(sample.get("turn"), sample.get("role"), share)
     if turns:
         out["turns"] = turns
     return out

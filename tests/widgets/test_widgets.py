@@ -379,3 +379,29 @@ def test_a_strip_of_a_run_without_token_strings_says_nothing_more(tmp_path, open
     run = open_run(tmp_path / "logs")
     content, _ = call(rw.TokenStrip(run, run.samples.sample_id.tolist()), "strips")
     assert [(s["tokens"], s["more"]) for s in content["result"]["samples"]] == [([], 0), ([], 0)]
+
+
+def test_token_strip_sends_the_loss_mask_and_turn_starts_of_a_whole_sequence(tmp_path, open_run):
+    """Issue 29: a NeMo-RL train file holds the whole sequence (prompt, answer, environment); the strip gets the
+    loss mask as bytes and each turn's start with its role, as the run's tokens have them. A log of response
+    tokens sends neither (it draws as it did)."""
+    from chat_formats import write_nemo_chat
+
+    write_nemo_chat(tmp_path / "nemo", prompts=2, n=2)
+    run = open_run(tmp_path / "nemo")
+    sid = int(run.samples.sample_id.iloc[0])
+    content, buffers = call(rw.TokenStrip(run, [sid]), "strips")
+    (sample,) = content["result"]["samples"]
+    toks = run.tokens(sid)
+    trained = np.frombuffer(bytes(buffers[sample["flags"]["trained"]]), dtype=np.uint8)
+    np.testing.assert_array_equal(trained, toks.trained.to_numpy(dtype=np.uint8))
+    assert 0 < trained.sum() < len(trained)
+    firsts = toks.drop_duplicates("turn")
+    assert sample["turns"] == [{"start": int(p), "role": r} for p, r in zip(firsts.index - toks.index[0],
+                                                                            firsts.role, strict=True)]
+    assert [t["role"] for t in sample["turns"]] == ["user", "assistant", "environment"]
+
+    write_log(tmp_path / "plain", steps=1, samples_per_step=2, tokens=8, seed=1)
+    plain = open_run(tmp_path / "plain")
+    content, _ = call(rw.TokenStrip(plain, plain.samples.sample_id.tolist()), "strips")
+    assert all("flags" not in s and "turns" not in s for s in content["result"]["samples"])
