@@ -9,8 +9,10 @@ Every measurement runs in its own process (this script in ``--worker`` mode), so
 A worker imports first, then times only the load call with ``time.perf_counter`` and prints one JSON line.
 
 Cases: (a) ``benchmarks/rlb_baseline.py``'s ``load()``, (b) ``open_run`` with an empty cache dir (a fresh one
-each run), (c) ``open_run`` again over a cache built by (b). Targets: (b) >= 10x faster than (a), (c) >= 100x
-faster, peak RSS of (b) and (c) <= 1/3 of (a). The median of the runs is reported. The table goes to stdout and,
+each run), (c) ``open_run`` again over a cache built by (b), (d) ``open_run`` with an empty cache dir of a
+conversation log of the same bytes (OpenAI-chat ``messages`` JSON lines: 4 messages a sample on average, tool calls
+and results; in ``{dir}_chat``). Targets: (b) >= 10x faster than (a), (c) >= 100x faster, peak RSS of (b) and (c)
+<= 1/3 of (a); (d) within 1.2x of (b)'s time. The median of the runs is reported. The table goes to stdout and,
 as markdown, to ``benchmarks/results/ingest.md`` (``ingest_quick.md`` for ``--quick``).
 """
 
@@ -35,8 +37,12 @@ from benchmarks.common import QUICK_NOTE, add_worker_args, now, peak_rss_mb, run
 
 FULL = {"steps": 50, "samples_per_step": 256, "tokens": 256, "ranks": 4, "min_mb": 300}
 QUICK = {"steps": 8, "samples_per_step": 64, "tokens": 448, "ranks": 2, "min_mb": 20}
-CASES = {"a": "RL Logging Board load()", "b": "open_run, empty cache", "c": "open_run, warm cache"}
+CASES = {"a": "RL Logging Board load()", "b": "open_run, empty cache", "c": "open_run, warm cache",
+         "d": "open_run, empty cache, conversation log"}
 SPEED_TARGET = {"b": 10.0, "c": 100.0}
+CHAT_TARGET = 1.2  # (d)'s time over (b)'s, at most
+CHAT_WORDS = ("the", "answer", "is", "we", "compute", "file", "result", "so", "then", "value", "<b>", "naïve", "über",
+              "42", "x", "=", "def", "return", "ok", "error", "line", "search", "found", "page", "数据")
 MEMORY_TARGET = 1 / 3
 MB = 1024 * 1024
 
@@ -110,6 +116,60 @@ def make_log(folder: Path, spec: dict) -> dict:
     return params
 
 
+def chat_record(rng, step: int, index: int, words: int) -> dict:
+    """One agent trajectory in the OpenAI chat format: 2, 4 or 6 messages (4 on average) with 0, 1 or 2 tool calls,
+    texts of about ``words`` words in all."""
+    def text(n: int) -> str:
+        return " ".join(rng.choice(CHAT_WORDS) for _ in range(max(n, 1)))
+
+    share = max(words // 6, 1)
+    user = {"role": "user", "content": f"Question {index % 97}: " + text(share // 2)}
+    shape = index % 3
+    if shape == 0:
+        messages = [user, {"role": "assistant", "content": text(share * 2)}]
+    else:
+        calls = [{"id": f"call_{index}_{k}", "type": "function",
+                  "function": {"name": rng.choice(("search", "read_file", "python")),
+                               "arguments": json.dumps({"query": text(6), "k": k})}} for k in range(shape)]
+        results = [{"role": "tool", "tool_call_id": c["id"], "content": text(share * 2)} for c in calls]
+        messages = ([{"role": "system", "content": "You can call tools."}] if shape == 2 else []) + [
+            user, {"role": "assistant", "content": None, "tool_calls": calls}, *results,
+            {"role": "assistant", "content": text(share)}]
+    return {"step": step, "group": f"{step}-{index // 8}", "reward": round(rng.gauss(0.5, 0.5), 4),
+            "messages": messages}
+
+
+def make_chat_log(folder: Path, target_bytes: int, spec: dict) -> None:
+    """A conversation log of ``target_bytes`` (within 2%) in ``spec``'s steps and ranks; reused when it is."""
+    import random
+
+    marker = folder / ".chat_params.json"
+    if marker.exists() and abs(log_size(folder) - target_bytes) <= target_bytes // 50:
+        print(f"reusing the conversation log in {folder}", flush=True)
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    samples = spec["steps"] * spec["samples_per_step"]
+    words = 200
+    for _ in range(6):  # the size grows with the words a sample: a few tries reach the target
+        for p in folder.glob("*.jsonl"):
+            p.unlink()
+        rng = random.Random(0)
+        files = [open(folder / f"rank{r}.jsonl", "w") for r in range(spec["ranks"])]  # noqa: SIM115
+        try:
+            for i in range(samples):
+                step = i // spec["samples_per_step"]
+                files[i % spec["ranks"]].write(json.dumps(chat_record(rng, step, i, words)) + "\n")
+        finally:
+            for f in files:
+                f.close()
+        size = log_size(folder)
+        if abs(size - target_bytes) <= target_bytes // 50:
+            break
+        words = int(words * target_bytes / size)
+    marker.write_text(json.dumps({"bytes": log_size(folder), "words": words}))
+    print(f"conversation log: {log_size(folder) / MB:.1f} MB, {samples} samples", flush=True)
+
+
 # -- report ------------------------------------------------------------------------------------------------------
 def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tuple[str, bool]:
     """The markdown table and whether every target passed."""
@@ -126,6 +186,11 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
         mem = m["peak_rss_mb"] / a["peak_rss_mb"]
         if c == "a":
             target, result = "baseline", "-"
+        elif c == "d":
+            ratio = m["seconds"] / med["b"]["seconds"]
+            ok_all &= ratio <= CHAT_TARGET
+            target = f"<= {CHAT_TARGET:g}x (b)'s time"
+            result = f"{'PASS' if ratio <= CHAT_TARGET else 'FAIL'} ({ratio:.2f}x (b))"
         else:
             ok_speed, ok_mem = speed >= SPEED_TARGET[c], mem <= MEMORY_TARGET
             ok_all &= ok_speed and ok_mem
@@ -138,7 +203,8 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
     pause = f" after a {info['settle']:g} s pause" if info.get("settle") else ""
     head = [f"Log: {info['mb']:.1f} MB in {info['files']} files, {info['samples']} samples "
             f"({info['params']}); {info['repeats']} run(s) per case, each in its own process{pause}; "
-            f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s).", ""]
+            f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s). (d): a "
+            f"conversation log of {info['chat_mb']:.1f} MB, {info['chat_samples']} samples.", ""]
     tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
             "(median)." if steps_s else "",
             f"Overall: {'PASS' if ok_all else 'FAIL'}"
@@ -176,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         logdir, params = log_dir(args, scratch)
         files = sorted(logdir.glob("*.jsonl"))
+        chat_dir = logdir.parent / f"{logdir.name}_chat"
+        make_chat_log(chat_dir, log_size(logdir), QUICK if args.quick else FULL)
         results: dict[str, list[dict]] = {c: [] for c in CASES}
         warm = scratch / "cache_warm"
         for i in range(args.repeats):
@@ -186,12 +254,16 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copytree(cold, warm)  # (c) reads the cache (b) built
             shutil.rmtree(cold, ignore_errors=True)
             results["c"].append(measure("c", logdir, warm, args.settle))
+            chat_cold = scratch / f"cache_chat_{i}"
+            results["d"].append(measure("d", chat_dir, chat_cold, args.settle))
+            shutil.rmtree(chat_cold, ignore_errors=True)
             print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
                                                             for c in CASES), flush=True)
-        counts = {c: {r["samples"] for r in rs} for c, rs in results.items()}
+        counts = {c: {r["samples"] for r in rs} for c, rs in results.items() if c != "d"}  # (d): its own log
         if len(set().union(*counts.values())) != 1:
             raise SystemExit(f"the loaders disagree on the sample count: {counts}")
         info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": results["a"][0]["samples"],
+                "chat_mb": log_size(chat_dir) / MB, "chat_samples": results["d"][0]["samples"],
                 "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats,
                 "settle": args.settle}
         text, ok = table(results, info, args.quick)

@@ -76,27 +76,28 @@ def _object_text(n: int, b: bytes, problems: list[list], strict: bool) -> str | 
 
 def duplicate_key_reports(con: duckdb.DuckDBPyConnection, raw: pa.Table, lines: np.ndarray) -> list[list]:
     """The reports of the records among ``lines`` (of ``raw``) that hold a key twice at their top: DuckDB reads the
-    first value, the others are lost. Each line is parsed in Python (``repeated_keys`` found these few); one nested
-    deeper than Python's parser goes has its keys listed by DuckDB."""
-    out = []
+    first value, the others are lost. Their top keys are listed by DuckDB in one query (``json_keys`` keeps a
+    key written twice): a record of nested objects (chat messages) is flagged by ``repeated_keys`` on every line,
+    and parsing each in Python cost more than reading it."""
+    if not len(lines):
+        return []
     at = np.searchsorted(raw["line"].to_numpy(), lines)
-    texts = raw["j"]
-    for n, i in zip(lines.tolist(), at.tolist()):
-        objects: list = []
-        try:
-            text = texts[i].as_py()
-        except UnicodeDecodeError:  # bytes not UTF-8 (repaired before this: not met here)
-            continue
-        try:  # the hook sees every object, the record's own last
-            json.loads(text, parse_int=_any_int, object_pairs_hook=lambda pairs, seen=objects: seen.append(pairs) or {})
-            keys = [key for key, _ in objects[-1]]
-        except (ValueError, RecursionError):
+    con.register("_repeated", pa.table({"line": lines, "j": raw["j"].take(pa.array(at))}))
+    try:
+        rows = con.execute("SELECT line, json_keys(j) FROM _repeated ORDER BY line").fetchall()
+    except duckdb.Error:  # (a line DuckDB cannot take: looked at one by one)
+        rows = []
+        for n, i in zip(lines.tolist(), at.tolist()):
             try:
-                keys = con.execute("SELECT json_keys(?)", [text]).fetchall()[0][0] or []
-            except duckdb.Error:
+                rows.append((n, con.execute("SELECT json_keys(?)", [raw["j"][i].as_py()]).fetchall()[0][0]))
+            except (duckdb.Error, UnicodeDecodeError):
                 continue
+    finally:
+        con.unregister("_repeated")
+    out = []
+    for n, keys in rows:
         counts: dict[str, int] = {}
-        for key in keys:
+        for key in keys or []:
             counts[key] = counts.get(key, 0) + 1
         out += [[n, "duplicate_key", f"{_short(key)} is written {k} times: its first value is read"]
                 for key, k in counts.items() if k > 1]
