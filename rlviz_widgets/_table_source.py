@@ -17,7 +17,12 @@ from rlviz_widgets._where import condition, names_any
 
 TEXT_CLIP = 300
 DEFAULT_COLUMNS = ("id", "run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
-                   "log_ratio_mean", "log_ratio_sum", "n_tokens", "prompt", "response")
+                   "log_ratio_mean", "log_ratio_sum", "n_tokens", "n_trained_tokens", "n_turns", "n_tool_calls",
+                   "prompt", "response")
+# shown only where they say something a single-turn log of response tokens does not: more than its two turns,
+# a tool call, tokens outside the loss mask
+CONVERSATION_COLUMNS = {"n_turns": "n_turns > 2", "n_tool_calls": "n_tool_calls > 0",
+                        "n_trained_tokens": "n_trained_tokens IS DISTINCT FROM n_tokens"}
 HIDDEN = {"file", "line", "file_no", "response_chars", "logprob_mean", "value_mean", "token_reward_sum",
           "ref_response", "ground_truth"}
 MAX_EXTRA_COLUMNS = 24  # custom columns shown by default (a log may have hundreds: each is in every page sent)
@@ -115,9 +120,20 @@ class TableSource:
         extras = [c for c in self.kinds if c not in DEFAULT_COLUMNS and c not in HIDDEN]
         if self.count():
             empty = self._all_null([c for c in present + extras if c in self.num_columns])
+            empty |= self._plain(present)
             present = [c for c in present if c not in empty]
             extras = [c for c in extras if c not in empty]
         return present + extras[:MAX_EXTRA_COLUMNS]
+
+    def _plain(self, cols: list[str]) -> set[str]:
+        """The conversation columns that say nothing here (``CONVERSATION_COLUMNS``: no row holds more)."""
+        checks = {c: cond for c, cond in CONVERSATION_COLUMNS.items()
+                  if c in cols and c in self.num_columns and (c != "n_trained_tokens" or "n_tokens" in self.num_columns)}
+        if not checks:
+            return set()
+        row = self.con.execute(f"SELECT {', '.join(f'bool_or({cond})' for cond in checks.values())} "
+                               f"FROM {self.nums}").fetchall()[0]
+        return {c for c, said in zip(checks, row) if not said}
 
     def _all_null(self, cols: list[str]) -> set[str]:
         if not cols:

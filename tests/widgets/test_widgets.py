@@ -405,3 +405,31 @@ def test_token_strip_sends_the_loss_mask_and_turn_starts_of_a_whole_sequence(tmp
     plain = open_run(tmp_path / "plain")
     content, _ = call(rw.TokenStrip(plain, plain.samples.sample_id.tolist()), "strips")
     assert all("flags" not in s and "turns" not in s for s in content["result"]["samples"])
+
+
+def test_the_table_shows_turns_and_tool_calls_where_a_log_has_conversations(tmp_path, open_run):
+    """Issue 29: n_turns, n_tool_calls and n_trained_tokens are table columns where they say something (more than
+    two turns, a tool call, tokens outside the loss mask), sortable and usable in where=; a single-turn log's
+    table is as it was."""
+    from chat_formats import write_agent_chat, write_nemo_chat
+
+    write_agent_chat(tmp_path / "agent")
+    agent_run = open_run(tmp_path / "agent")
+    agent = rw.SampleTable(agent_run)
+    assert {"n_turns", "n_tool_calls"} <= set(agent.visible_columns)
+    agent.sort_by, agent.sort_desc = "n_tool_calls", True
+    content, _ = call(agent, "rows", offset=0, limit=10)
+    col = [c["name"] for c in agent.columns].index("n_tool_calls")
+    calls = [r[col] for r in content["result"]["rows"]]
+    assert calls == sorted(calls, reverse=True) and calls[0] > 0
+    agent.where = "n_tool_calls >= 2"
+    assert agent.row_count == (agent_run.samples.n_tool_calls >= 2).sum() > 0
+
+    write_nemo_chat(tmp_path / "nemo", prompts=2, n=2)
+    nemo = rw.SampleTable(open_run(tmp_path / "nemo"))
+    assert {"n_turns", "n_trained_tokens"} <= set(nemo.visible_columns)
+    assert "n_tool_calls" not in nemo.visible_columns
+
+    write_log(tmp_path / "plain", steps=1, samples_per_step=4, tokens=8, seed=1)
+    plain = rw.SampleTable(open_run(tmp_path / "plain"))
+    assert not {"n_turns", "n_tool_calls", "n_trained_tokens"} & set(plain.visible_columns)
