@@ -108,6 +108,11 @@ def test_nemo_val_files(tmp_path, cache_dir):
         assert s["response"].tolist() == [t["response"] for t in val]
         assert s["answer"].tolist() == [t["answer"] for t in val]
         assert _groups(s) == [2, 2, 2]
+        t = run.turns(s["sample_id"].tolist())
+        assert t.groupby("sample_id", sort=False).role.apply(list).tolist() == [
+            ["user", "assistant", "environment"]] * 6
+        assert t[t.role == "assistant"].text.tolist() == [v["answer"] for v in val]
+        assert t.trained.tolist() == [False, True, False] * 6 and t.start.isna().all()
 
 
 def test_nemo_val_bad_messages_are_located_and_kept(tmp_path, cache_dir):
