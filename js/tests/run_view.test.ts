@@ -104,6 +104,23 @@ describe("detail pane", () => {
     expect(host.textContent).toBe("");
   });
 
+  it("says which turns were not trained and shows reasoning apart, as text", () => {
+    const host = document.createElement("div");
+    document.body.append(host);
+    renderDetail(host, {
+      facts: [],
+      blocks: [
+        { role: "user", text: "q", trained: false },
+        { role: "assistant", text: "a", trained: true, reasoning: EVIL },
+      ],
+    });
+    const turns = host.querySelectorAll(".rlv-turn");
+    expect(turns[0].querySelector(".rlv-untrained-turn")!.textContent).toBe("not trained");
+    expect(turns[1].querySelector(".rlv-untrained-turn")).toBeNull();
+    expect(turns[1].querySelector(".rlv-turn-reasoning")!.textContent).toBe(EVIL);
+    expect(host.querySelector("img")).toBeNull();
+  });
+
   it("writes arguments that are no JSON as they are", () => {
     expect(argumentsText("not json")).toBe("not json");
     expect(argumentsText({ a: [1] })).toBe('{\n  "a": [\n    1\n  ]\n}');

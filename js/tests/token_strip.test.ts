@@ -378,7 +378,7 @@ describe("TokenStrip render", () => {
     expect(el.querySelector(".rlv-legend")!.textContent).toContain("not trained");
     expect(el.querySelector(".rlv-legend")!.textContent).toContain("masked");
     // turn marks before the first chip of each turn, the role shown as text
-    const marks = [...el.querySelectorAll<HTMLElement>(".rlv-turn")];
+    const marks = [...el.querySelectorAll<HTMLElement>(".rlv-turn-mark")];
     expect(marks.map((t) => t.textContent)).toEqual(["user", "<b>tool</b>"]);
     expect(el.querySelector("b")).toBeNull();
     expect(marks[1].nextElementSibling).toBe(chip(5));

@@ -134,7 +134,8 @@ def test_selection_opens_detail_and_tokens(view):
     assert len(view.selected_tokens) == int(view.selected.n_tokens.iloc[0])
     detail = view.detail
     assert detail["sample_id"] == sid and ["sample", str(sid)] in detail["facts"]
-    assert [b["role"] for b in detail["blocks"]] == ["prompt", "response", "ref response"]
+    # a log without message structure: its prompt and response as run.turns gives them, then the reference
+    assert [b["role"] for b in detail["blocks"]] == ["user", "assistant", "ref response"]
     row = view.selected.iloc[0]
     assert [b["text"] for b in detail["blocks"]] == [row.prompt, row.response, row.ref_response]
 
@@ -166,7 +167,7 @@ def test_detail_escapes_model_text(logs, cache_dir):
     sid = int(view.run.sql("select sample_id from samples where response like '%onerror%'").sample_id[0])
     view.selected_ids = [sid]
     # the pane is data: the response as the log has it, which the front end shows as text (textContent)
-    response = next(b for b in view.detail["blocks"] if b["role"] == "response")
+    response = next(b for b in view.detail["blocks"] if b["role"] == "assistant")
     assert response["text"] == rec["response"]
     assert not any("<" in v for _, v in view.detail["facts"])
 
@@ -692,3 +693,30 @@ def test_a_malformed_brush_is_said_and_the_filters_stay(view):
         assert view.steps == (1.0, 2.0) and view.chart.error.startswith("brush: ")
     view.chart.selections = {"steps_brush": {"step": [2, 3]}}
     assert view.steps == (2.0, 3.0) and view.chart.error == ""
+
+
+def test_a_picked_conversation_shows_its_turns_and_selected_turns(tmp_path, cache_dir):
+    """Issue 29: the detail pane holds one block per turn (role, text, the tool called and its arguments, whether
+    it was trained, the reasoning), then nothing more; view.selected_turns is run.turns of the picked samples;
+    markup in roles, tool names and arguments stays the text it is."""
+    from chat_formats import XSS, agent_turns, write_agent_chat
+
+    write_agent_chat(tmp_path / "agent")
+    view = rw.RunView(tmp_path / "agent", cache_dir=cache_dir, progress=False)
+    sid = int(view.run.samples.sort_values("reward").sample_id.iloc[1])
+    view.selected_ids = [sid]
+    want = agent_turns(1)
+    blocks = view.detail["blocks"]
+    assert [b["role"] for b in blocks] == [t["role"] for t in want]
+    assert [b["tool_name"] for b in blocks] == [t["tool_name"] for t in want]
+    assert [b["text"] for b in blocks] == [t["text"] or "" for t in want]
+    assert [b.get("trained") for b in blocks] == [t["trained"] for t in want]
+    assert blocks[-1]["reasoning"] == "think first"
+    assert json.loads(blocks[2]["tool_arguments"]) == {"q": f"{XSS}</script>", "k": 1}
+    assert blocks[6]["role"] == f"critic{XSS}"
+    turns = view.selected_turns
+    assert turns.equals(view.run.turns([sid]))
+    assert turns.role.tolist() == [t["role"] for t in want]
+    view.selected_ids = []
+    assert view.detail == {} and view.selected_turns.empty
+

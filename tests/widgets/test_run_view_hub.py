@@ -134,9 +134,10 @@ def test_detail_blocks_are_turns_of_text(view):
     sid = int(view.run.samples.sample_id.iloc[3])
     view.selected_ids = [sid]
     row = view.selected.iloc[0]
-    assert view.detail["blocks"] == [panes.block("prompt", row.prompt), panes.block("response", row.response),
+    assert view.detail["blocks"] == [panes.block("user", row.prompt, trained=False),
+                                     panes.block("assistant", row.response, trained=True),
                                      panes.block("ref response", row.ref_response)]
-    assert all(set(b) == {"role", "text", "tool_name", "tool_arguments"} for b in view.detail["blocks"])
+    assert all(set(b) <= {"role", "text", "tool_name", "tool_arguments", "trained"} for b in view.detail["blocks"])
     r = row.copy()
     r["answer"] = "42"
     r["ref_response"] = None

@@ -10,6 +10,10 @@ export interface Block {
   text: string;
   tool_name?: string | null;
   tool_arguments?: unknown;
+  /** false: no token of this turn is in the loss mask (absent: the log does not say). */
+  trained?: boolean;
+  /** The model's reasoning before this turn's text, where the log keeps it apart. */
+  reasoning?: string;
 }
 export interface Detail {
   sample_id?: number;
@@ -46,6 +50,8 @@ function blockElement(doc: Document, b: Block): HTMLElement {
   if (b.tool_name) {
     head.append(el(doc, "span", "rlv-tool-name", `tool: ${b.tool_name}`));
   }
+  if (b.trained === false) head.append(el(doc, "span", "rlv-untrained-turn", "not trained"));
+  if (b.reasoning) box.append(el(doc, "pre", "rlv-turn-reasoning", String(b.reasoning)));
   const text = String(b.text ?? "");
   const pre = el(doc, "pre", "rlv-turn-text", text);
   box.append(pre);

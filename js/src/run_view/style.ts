@@ -22,6 +22,8 @@ export const CSS = `
 .rlv-run-view .rlv-role{font-size:11px;font-weight:600;padding:0 6px;border-radius:8px;background:var(--jp-layout-color3,#ddd)}
 .rlv-run-view .rlv-expand{margin-left:auto;font-size:11px;padding:0 6px}
 .rlv-run-view pre{white-space:pre-wrap;word-break:break-word;margin:0;padding:6px;font-family:var(--jp-code-font-family,monospace);font-size:12px}
+.rlv-run-view .rlv-untrained-turn{font-size:10px;color:var(--jp-ui-font-color2,#666);border:1px dotted currentColor;border-radius:8px;padding:0 5px}
+.rlv-run-view .rlv-turn-reasoning{margin:0;padding:2px 6px;font-style:italic;color:var(--jp-ui-font-color2,#666);white-space:pre-wrap;border-bottom:1px dashed var(--jp-border-color2,#ddd)}
 .rlv-run-view .rlv-turn-text{max-height:none;overflow:auto}
 .rlv-run-view .rlv-turn.rlv-collapsed .rlv-turn-text{max-height:240px;overflow:hidden;-webkit-mask-image:linear-gradient(#000 80%,transparent)}
 .rlv-run-view .rlv-tool-args{border-top:1px dashed var(--jp-border-color2,#ddd)}

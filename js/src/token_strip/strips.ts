@@ -175,7 +175,7 @@ export class Strips {
 
   /** The mark at a turn boundary: the turn's role, as text. */
   private turnMark(role: string): HTMLElement {
-    const mark = el(this.doc, "span", "rlv-turn", role);
+    const mark = el(this.doc, "span", "rlv-turn-mark", role);
     mark.setAttribute("aria-label", `turn: ${role}`);
     return mark;
   }

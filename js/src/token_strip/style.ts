@@ -40,7 +40,7 @@ export const STYLE = `
 .rlv-tok.rlv-untrained{color:var(--rlv-fg2);opacity:.6}
 .rlv-swatch.rlv-untrained{background:transparent;border-style:dotted}
 .rlv-masked{background-image:repeating-linear-gradient(135deg,transparent 0 3px,rgba(127,127,127,.6) 3px 4.5px);box-shadow:inset 0 0 0 1px rgba(127,127,127,.8)}
-.rlv-turn{display:inline-block;margin:2px 4px 0 0;padding:0 5px;border-radius:8px;font-family:var(--jp-ui-font-family,sans-serif);font-size:10px;line-height:1.5;color:var(--rlv-bg);background:var(--rlv-fg2);white-space:nowrap;vertical-align:baseline;user-select:none}
+.rlv-token-strip .rlv-turn-mark{display:inline-block;margin:2px 4px 0 0;padding:0 5px;border-radius:8px;font-family:var(--jp-ui-font-family,sans-serif);font-size:10px;line-height:1.5;color:var(--rlv-bg);background:var(--rlv-fg2);white-space:nowrap;vertical-align:baseline;user-select:none}
 .rlv-empty{color:var(--rlv-fg2);font-style:italic}
 .rlv-tooltip{position:absolute;z-index:20;max-width:380px;padding:6px 8px;background:var(--rlv-bg);color:var(--rlv-fg);border:1px solid var(--rlv-border);border-radius:3px;box-shadow:0 2px 8px rgba(0,0,0,.25);font-size:12px;pointer-events:none}
 .rlv-tooltip.rlv-pinned{pointer-events:auto;outline:none}

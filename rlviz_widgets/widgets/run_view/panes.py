@@ -50,24 +50,60 @@ def _facts(r: pd.Series) -> list[list[str]]:
     return [list(f) for f in facts]
 
 
-def block(role: str, text, tool_name: str | None = None, tool_arguments=None) -> dict:
-    """One turn of the detail pane: who speaks (``role``), what (``text``, cut at MAX_DETAIL_CHARS, saying so) and
-    the tool called, if any (its arguments: JSON, shown as text)."""
-    return {"role": role, "text": clip(_text(text), MAX_DETAIL_CHARS), "tool_name": tool_name,
-            "tool_arguments": tool_arguments}
+MAX_DETAIL_TURNS = 200  # blocks of the picked sample sent at most (an agent's trajectory may have thousands)
+MAX_DETAIL_TOTAL = 400_000  # characters of all its blocks (the pane is widget state, sent whole)
 
 
-def detail_blocks(r: pd.Series) -> list[dict]:
-    """The picked sample as the turns the detail pane shows, one block each: today its prompt, response, answer
-    and reference response (the one place to read a conversation's turns instead)."""
-    cols = [("prompt", "prompt"), ("response", "response"), ("answer", "answer"), ("ref response", "ref_response")]
-    return [block(role, r.get(col)) for role, col in cols
-            if col in ("prompt", "response") or (col in r and r.get(col) is not None)]
+def block(role: str, text, tool_name: str | None = None, tool_arguments=None, *, trained: bool | None = None,
+          reasoning=None, limit: int = MAX_DETAIL_CHARS) -> dict:
+    """One turn of the detail pane: who speaks (``role``), what (``text``, cut at ``limit``, saying so), the tool
+    called, if any (its arguments: JSON, shown as text), whether the policy was trained on it, and its reasoning."""
+    out = {"role": _text(role), "text": clip(_text(text), limit), "tool_name": tool_name or None,
+           "tool_arguments": tool_arguments if isinstance(tool_arguments, str) and tool_arguments else None}
+    if trained is not None:
+        out["trained"] = bool(trained)
+    if isinstance(reasoning, str) and reasoning:
+        out["reasoning"] = clip(reasoning, limit)
+    return out
 
 
-def detail(row: pd.DataFrame) -> dict:
-    """The picked sample's pane (a frame of its one row, or none): its facts and its blocks; {} for none."""
+def _turn_blocks(turns: pd.DataFrame) -> list[dict]:
+    """The sample's turns as blocks, within the pane's limits; what is left out is said in a last block."""
+    blocks, left = [], MAX_DETAIL_TOTAL
+    rows = turns.to_dict("records")
+    for t in rows[:MAX_DETAIL_TURNS]:
+        b = block(t.get("role"), t.get("text"), _text(t.get("tool_name")) or None, t.get("tool_arguments"),
+                  trained=None if pd.isna(t.get("trained")) else t.get("trained"), reasoning=t.get("reasoning"),
+                  limit=max(min(MAX_DETAIL_CHARS, left), 200))
+        left -= len(b["text"]) + len(b.get("reasoning", "")) + len(b["tool_arguments"] or "")
+        blocks.append(b)
+        if left <= 0:
+            break
+    if len(blocks) < len(rows):
+        blocks.append(block("…", f"{len(rows) - len(blocks):,} more turn rows not shown here: view.selected_turns "
+                                 "has every one"))
+    return blocks
+
+
+def detail_blocks(r: pd.Series, turns: pd.DataFrame | None = None) -> list[dict]:
+    """The picked sample as the blocks the detail pane shows: one per turn (``run.turns`` rows: a log without
+    message structure has its prompt and response), then the reference response where there is one. Without
+    ``turns``: the prompt, response and answer texts."""
+    if turns is not None and len(turns):
+        blocks = _turn_blocks(turns)
+    else:
+        cols = [("prompt", "prompt"), ("response", "response"), ("answer", "answer")]
+        blocks = [block(role, r.get(col)) for role, col in cols
+                  if col in ("prompt", "response") or (col in r and r.get(col) is not None)]
+    if "ref_response" in r and r.get("ref_response") is not None:
+        blocks.append(block("ref response", r.get("ref_response")))
+    return blocks
+
+
+def detail(row: pd.DataFrame, turns: pd.DataFrame | None = None) -> dict:
+    """The picked sample's pane (a frame of its one row, or none, and its turns): its facts and its blocks; {} for
+    none."""
     if not len(row):
         return {}
     r = row.iloc[0]
-    return {"sample_id": int(r["sample_id"]), "facts": _facts(r), "blocks": detail_blocks(r), "note": ""}
+    return {"sample_id": int(r["sample_id"]), "facts": _facts(r), "blocks": detail_blocks(r, turns), "note": ""}

@@ -38,7 +38,7 @@ class RunView(RpcWidget):
     """A whole run in one display: curves, reward distribution, sample table, sample detail.
 
     Every filter is a traitlet (``steps``, ``reward``, ``search``, ``where``), so it can be
-    observed or linked; ``filtered``, ``selected`` and ``selected_tokens`` are DataFrames that
+    observed or linked; ``filtered``, ``selected``, ``selected_tokens`` and ``selected_turns`` are DataFrames that
     follow the brushes and the picked rows (computed when read, or pushed to observers).
     """
 
@@ -81,7 +81,11 @@ class RunView(RpcWidget):
     selected = traitlets.Instance(pd.DataFrame, allow_none=True, help="The picked samples.")
 
     selected_tokens = traitlets.Instance(pd.DataFrame, allow_none=True,
-                                         help="The tokens of the picked samples, one row per token.")
+                                         help="The tokens of the picked samples, one row per token, with each "
+                                              "token's turn, role and trained flag.")
+
+    selected_turns = traitlets.Instance(pd.DataFrame, allow_none=True,
+                                        help="The turns of the picked samples, one row per turn (run.turns).")
 
     follow = traitlets.Bool(False, help="Watch the logs of a run still training (new lines and files).")
 
@@ -253,6 +257,11 @@ class RunView(RpcWidget):
     def _selected_tokens_default(self):
         return self.run.held_tokens(self.selected_ids)  # a selection the run let go (a rewritten file) shows nothing
 
+    @traitlets.default("selected_turns")
+    def _selected_turns_default(self):
+        held = set(self.run.held_rows(self.selected_ids).sample_id)  # as selected_tokens: held samples only
+        return self.run.turns([i for i in self.selected_ids if i in held])
+
     def _refresh_frame(self, name: str) -> None:
         """Observers get the new frame now; everyone else computes it when they read it."""
         if self._trait_notifiers.get(name):
@@ -316,13 +325,15 @@ class RunView(RpcWidget):
     def _on_selected(self, _change) -> None:
         self._refresh_frame("selected")
         self._refresh_frame("selected_tokens")
+        self._refresh_frame("selected_turns")
         ids = self.selected_ids
         if not ids:
             self.detail = {}
             self.strip.sample_ids = []
             return
         sid = ids[-1]
-        self.detail = panes.detail(self.run.held_rows([sid]))
+        rows = self.run.held_rows([sid])
+        self.detail = panes.detail(rows, self.run.turns([sid]) if len(rows) else None)
         if self._has_tokens:
             self.strip.sample_ids = [sid]
 
