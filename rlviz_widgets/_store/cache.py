@@ -34,14 +34,15 @@ import pyarrow.parquet as pq
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest.custom_columns import FIRST_LINES, LISTED_PREFIX, listed_key, number_text
 from rlviz_widgets._ingest.metrics import with_reductions
-from rlviz_widgets._ingest.readers.turns import empty as no_turns
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._store import leases, token_store
-from rlviz_widgets._store.token_store import STORED, TOKEN_COLUMNS
+from rlviz_widgets._store.token_store import STORED
 
 # what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
 CACHE_VERSION = 31
 OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
+# ... and the turns of chat-shaped logs (``readers.turns``): in ``FileState.optional`` too, but no samples column
+TURNS_COLUMN = "turns"
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:
 # each is a read of its own, which waits for the GIL when it returns (~40 us, with the parser's threads busy: at
@@ -691,9 +692,11 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     state.problems.extend(sorted(problems, key=lambda p: p[0]))
     if table is None:
         return _Write(writer, lambda: None)
-    state.fields = sorted(set(state.fields) | {f for f in TOKEN_COLUMNS if table[f].null_count < table.num_rows})
+    state.fields = sorted(set(state.fields) | {f for f in STORED if f in table.column_names
+                                                and table[f].null_count < table.num_rows})
     state.records += table.num_rows
-    state.optional = [c for c in OPTIONAL_COLUMNS if c in state.optional or c in table.column_names]
+    state.optional = [c for c in (*OPTIONAL_COLUMNS, TURNS_COLUMN)
+                      if c in state.optional or (c in table.column_names and table[c].null_count < table.num_rows)]
     first = json.loads((table.schema.metadata or {}).get(FIRST_LINES, b"{}"))
     known = {k for k, _ in state.columns}
     state.columns += [[k, n] for k, n in first.items() if k not in known]
@@ -740,11 +743,7 @@ def _write(table: pa.Table, folder: Path, part: str) -> None:
     if "n_tokens" not in table.column_names:  # a part of chunks parsed together has them already
         table = with_reductions(table)
     token_store.write(table, folder / f"part-{part}.arrow")
-    table = table.drop_columns([c for c in STORED if c in table.column_names])
-    for name, col in no_turns(table.num_rows).items():  # every part has them: the samples' SQL names them
-        if name not in table.column_names:
-            table = table.append_column(name, col)
-    _write_parquet(table, folder, part)
+    _write_parquet(table.drop_columns([c for c in STORED if c in table.column_names]), folder, part)
 
 
 def _write_parquet(table: pa.Table, folder: Path, part: str) -> None:

@@ -57,6 +57,9 @@ NO_TURNS = ("SELECT NULL::BIGINT AS sample_id, NULL::INTEGER AS turn, NULL::VARC
             "NULL::VARCHAR AS tool_name, NULL::VARCHAR AS tool_arguments, NULL::VARCHAR AS tool_call_id, "
             "NULL::INTEGER AS start, NULL::INTEGER AS \"end\", NULL::BOOLEAN AS trained, NULL::VARCHAR AS reasoning, "
             "NULL::BIGINT AS _k WHERE false")
+TURN_COUNTS = [("n_turns", "INTEGER"), ("n_tool_calls", "INTEGER")]  # a part's, where a log stores turns
+TURNS_SQL = ("STRUCT(turn INTEGER, role VARCHAR, text VARCHAR, tool_name VARCHAR, tool_arguments VARCHAR, "
+             "tool_call_id VARCHAR, start INTEGER, \"end\" INTEGER, trained BOOLEAN, reasoning VARCHAR)[]")
 RESPONSE_TURN = 1  # a log without turns: the prompt is turn 0 (the user's), the response turn 1 (the assistant's)
 SAMPLES_VIEW = "SELECT * EXCLUDE (file_no) FROM _samples_raw ORDER BY step, line, file_no"  # over _samples_raw
 Scan = Callable[[list[str]], str]  # cache parts -> the SQL relation reading them (default: read_parquet)
@@ -115,12 +118,13 @@ def present_token_fields(states: Iterable) -> list[str]:
     return [f for f in TOKEN_FIELDS if f in present]
 
 
-def tokens_sql(fields: list[str], relation: str, limit: int | None = None) -> str:
+def tokens_sql(fields: list[str], relation: str, limit: int | None = None, whole: bool = True) -> str:
     """One row per token of the token files registered as ``relation`` (``limit``: only the first that many
     tokens of each sample, cut before unnesting), with its turn, role and whether it is trained: a token file of
-    response tokens only has none of them (every token the response's, trained)."""
+    response tokens only has none of them (every token the response's, trained). ``whole``: some files hold whole
+    sequences (else those columns are constants, and nothing more is unnested)."""
     cut = f"[1:{int(limit)}]" if limit is not None else ""
-    cols = ", ".join(f'r."{f}"{cut} AS "{f}"' for f in (*fields, "trained", "turn"))
+    cols = ", ".join(f'r."{f}"{cut} AS "{f}"' for f in (*fields, *(("trained", "turn") if whole else ())))
     unn = ", ".join(f'unnest(t."{f}") AS {TOKEN_FIELDS[f]}' for f in fields)
     lens = ", ".join(f'len(t."{f}")' for f in fields)
     derived = ""
@@ -132,6 +136,13 @@ def tokens_sql(fields: list[str], relation: str, limit: int | None = None) -> st
     order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value"]
     made = set(re.findall(r" AS (\w+)", derived))  # (names, not text: "logprob" is in "ref_logprob")
     out = [c for c in order if c in names or c in made]
+    if not whole:
+        return f"""SELECT sample_id, step, position::INTEGER AS position, {RESPONSE_TURN}::INTEGER AS turn,
+                   'assistant' AS role, true AS trained, {', '.join(out)} FROM (
+            SELECT sample_id, step, position, * EXCLUDE (sample_id, step, position) {derived} FROM (
+                SELECT t.file_no::BIGINT * {ID_STRIDE} + t.line AS sample_id, t.step,
+                       unnest(range(greatest({lens}))) AS position, {unn}
+                FROM (SELECT r.file_no, r.line, r.step, {cols} FROM {relation} r) t))"""
     # a token past the end of its sample's mask is not trained; a sample without one is trained whole
     return f"""SELECT sample_id, step, position::INTEGER AS position,
                CASE WHEN _whole THEN _turn ELSE {RESPONSE_TURN} END::INTEGER AS turn,
@@ -237,6 +248,14 @@ class FileParts:
     def optional(self) -> list[str]:
         """The optional common columns some record has."""
         return [c for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self.states.values())]
+
+    def has_turns(self) -> bool:
+        """Whether some part stores turns (a chat-shaped log; the others' are made from prompt and response)."""
+        return any(cachemod.TURNS_COLUMN in st.optional for st in self.states.values())
+
+    def whole_sequences(self) -> bool:
+        """Whether some part's tokens cover whole sequences (with a loss mask or turns), not only responses."""
+        return any("trained" in st.fields or "roles" in st.fields for st in self.states.values())
 
     def renamed(self, names: dict[str, str], own: frozenset[str]) -> list[Problem]:
         """A custom field whose column (``names``) is not its cleaned name (a column of the run's own, or another
@@ -448,12 +467,16 @@ class RunViews:
             return NO_SAMPLES
         extras = [(c, c) for c in self.files.optional()] + self.extras(names)
         extra_sel = "".join(f', s.{stored} AS "{column}"' for stored, column in extras)
-        source = self.source_sql(parts, lines, [(stored, self.nums.type_of(c)) for stored, c in extras], pad, scan)
+        turned = self.files.has_turns()
+        typed = [(stored, self.nums.type_of(c)) for stored, c in extras]
+        source = self.source_sql(parts, lines, typed + (TURN_COUNTS if turned else []), pad, scan)
+        counts = ("coalesce(s.n_turns, 2) AS n_turns, coalesce(s.n_tool_calls, 0) AS n_tool_calls" if turned else
+                  "2::INTEGER AS n_turns, 0::INTEGER AS n_tool_calls")  # (a log without turns: prompt, response)
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self.text('s.prompt', prompt=True)} AS prompt, {self.text('s.response')} AS response,
                    s.reward, {self.text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
                    s.ground_truth, {self.response_chars()} AS response_chars, s.n_tokens, s.n_trained_tokens,
-                   coalesce(s.n_turns, 2) AS n_turns, coalesce(s.n_tool_calls, 0) AS n_tool_calls, s.log_ratio_mean,
+                   {counts}, s.log_ratio_mean,
                    s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
                    s.file AS file, s.line AS line, s.short_name || ':' || s.line::VARCHAR AS id,
                    s.file_no AS file_no
@@ -539,10 +562,11 @@ class RunViews:
         without stored turns has two, made of its prompt and response (``synthetic_turns``)."""
         if not parts:
             return NO_TURNS
-        source = self.source_sql(parts, lines)
+        turned = self.files.has_turns()
+        source = self.source_sql(parts, lines, [("turns", TURNS_SQL)] if turned else [])
         made = synthetic_turns(self.text("s.prompt", prompt=True), self.text("s.response"))
         return turns_rows(f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id,
-                                     coalesce(s.turns, {made}) AS turns FROM {source} s""")
+                                     {f'coalesce(s.turns, {made})' if turned else made} AS turns FROM {source} s""")
 
     def tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
                    limit: int | None = None) -> str:
@@ -550,7 +574,7 @@ class RunViews:
         fields = self.token_fields()
         if not parts or not fields:
             return NO_TOKENS
-        return tokens_sql(fields, self.tokens.relation(lines is not None), limit)
+        return tokens_sql(fields, self.tokens.relation(lines is not None), limit, self.files.whole_sequences())
 
     # -- making the views ----------------------------------------------------------------------------
     def build(self) -> None:
