@@ -140,7 +140,7 @@ def openai_chat_samples(prompt: int, step: int, reward_key: str = "reward") -> l
     shapes = [
         ([system, user, *calls], prompt_text,
          f'get_weather({{"city": "{city}", "days": [1, 2]}})\n── tool ──\n18C, cloudy\n── assistant ──\n'
-         f'Converting.\nto_fahrenheit({{"celsius": 18}})\n── tool ──\n64F\n── assistant ──\nIt is 64F and cloudy.',
+         f'Converting.\nto_fahrenheit({{"celsius":18}})\n── tool ──\n64F\n── assistant ──\nIt is 64F and cloudy.',
          "It is 64F and cloudy."),
         ([system, user, {"role": "assistant", "content": "No idea."}], prompt_text, "No idea.", "No idea."),
         ([system, image, {"role": "assistant", "content": "Yes."}],
@@ -192,7 +192,7 @@ def agent_turns(k: int) -> list[dict]:
                 "tool_call_id": call, "start": None, "end": None, "trained": trained, "reasoning": reasoning}
     return [row(0, "system", "Be brief."), row(1, "user", f"Find {k}."),
             row(2, "assistant", "Looking.", "search", json.dumps({"q": f"{XSS}</script>", "k": k}), f"c{k}a", True),
-            row(2, "assistant", None, f"fetch{XSS}", '{"url": "u"}', f"c{k}b", True),
+            row(2, "assistant", None, f"fetch{XSS}", '{"url":"u"}', f"c{k}b", True),
             row(3, "tool", "found it", call=f"c{k}a"), row(4, "tool", "</script>page", call=f"c{k}b"),
             row(5, f"critic{XSS}", "ok"), row(6, "assistant", f"Answer {k}.", trained=True, reasoning="think first")]
 

@@ -237,3 +237,46 @@ def test_trl_reasoning_and_several_calls_in_one_turn(tmp_path, cache_dir):
         [1, "assistant", "", "get", '{"k": "a"}', "two lookups"], [1, "assistant", None, "put", '{"v": 1}', None],
         [2, "tool", "1", "get", None, None], [3, "tool", "ok", "put", None, None],
         [4, "assistant", "done", None, None, "all set"]]
+
+
+def test_a_run_gives_the_texts_and_turns_of_each_record(tmp_path, cache_dir):
+    """Plain and odd records in one file: the run's texts and turns are each record's messages read alone; tool
+    call arguments that are JSON text are shown as the model wrote them."""
+    from rlviz_widgets._ingest.readers.chat import messages_chat
+    from rlviz_widgets._ingest.readers.turns import turn_rows
+
+    def call(i, name, args):
+        return {"id": i, "type": "function", "function": {"name": name, "arguments": args}}
+
+    plain = [
+        [{"role": "user", "content": "q"}],
+        [{"role": "system", "content": ""}, {"role": "user", "content": "é 数据 \\n x"},
+         {"role": "assistant", "content": None, "tool_calls": [call("a", "f", '{"x":  [1, 2]}'), call("b", "g", "{}")]},
+         {"role": "tool", "tool_call_id": "a", "name": "f", "content": "1"}, {"role": "tool", "tool_call_id": "b",
+                                                                            "content": ""},
+         {"role": "assistant", "content": "done", "reasoning_content": "hm"}],
+        [{"role": "assistant", "content": "only an answer", "thinking": "t"}, {"role": "user", "content": "more?"}],
+        [{"role": "developer", "content": "d"}, {"role": "environment", "content": "e"}],
+    ]
+    odd = [[{"role": "user", "content": [{"type": "text", "text": "parts"}]}, {"role": "assistant", "content": "a"}],
+           [{"role": "user", "content": "q"}, {"role": "assistant", "content": None,
+                                               "tool_calls": [call("c", "h", "not json")]}],
+           [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "name": 5}]]
+    records = plain + odd
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("".join(json.dumps({"step": 1, "reward": 0.0, "messages": m}) + "\n"
+                                            for m in records))
+    run, _ = _open(folder, cache_dir, format="chat")
+    s = run.samples.sort_values("line").reset_index(drop=True)
+    s = s.astype(object).where(s.notna(), None)
+    t = run.turns()
+    for k, (messages, sid) in enumerate(zip(records, s.sample_id)):
+        py = messages_chat(messages)
+        assert (s.prompt[k], s.response[k], s.answer[k]) == (py.prompt, py.response, py.answer), k
+        got = t[t.sample_id == sid].drop(columns="sample_id").astype(object)
+        got = got.where(got.notna(), None).to_dict("records")
+        assert got == turn_rows(py.turns), k
+        assert s.n_turns[k] == len(messages) and s.n_tool_calls[k] == sum(len(x.calls) for x in py.turns)
+    assert run.problems[["line", "kind"]].values.tolist() == [[6, "wrong_type"]]
+    assert 'f({"x":  [1, 2]})\ng({})' in s.response[1]

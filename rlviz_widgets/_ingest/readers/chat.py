@@ -66,14 +66,14 @@ def _content_text(content) -> str | None:
 
 
 def _arguments_text(args, where: str, reports: list[str]) -> str:
-    """A tool call's arguments as JSON text: TRL's struct (absent fields read null, dropped), or the OpenAI format's
-    JSON text, parsed and written again; text that is not JSON is reported and shown as written."""
+    """A tool call's arguments as JSON text: TRL's struct (absent fields read null, dropped) written as JSON, the
+    OpenAI format's JSON text as the model wrote it; text that is not JSON is reported (and shown as written too)."""
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            json.loads(args)
         except ValueError:
             reports.append(f"wrong_type|{where} are not valid JSON: shown as written")
-            return args
+        return args
     elif isinstance(args, dict):
         args = {k: v for k, v in args.items() if v is not None}
     elif args is None:

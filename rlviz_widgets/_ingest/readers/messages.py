@@ -46,7 +46,7 @@ def _read(text: str | None) -> Chat:
 
 
 def _decode(t: pa.Table, tokenizer) -> pa.Table:
-    """The prompt, response and answer of each record from its messages."""
+    """The prompt, response, answer and turns of each record from its messages."""
     if "_messages" not in t.column_names:
         return t
     return with_chats(t, [_read(text) for text in t["_messages"].to_pylist()])
