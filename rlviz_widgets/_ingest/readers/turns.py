@@ -1,8 +1,8 @@
 """A sample's turns as a part stores them: the list column ``turns`` (one struct per turn, or per tool call of a
 turn that makes several), and ``n_turns`` / ``n_tool_calls`` beside it. The contract: docs/internals.md, "Turns".
 
-A log without message structure stores none (``turns`` null): the run makes its two turns from the prompt and the
-response when asked (``run.turns``), so its parts stay as they were.
+A log without message structure stores none (its parts have no such columns): the run makes its two turns from
+the prompt and the response when asked (``run.turns``), so its parts stay as they were.
 """
 
 from __future__ import annotations
@@ -81,13 +81,8 @@ def turn_columns(samples: list[list[Turn] | None]) -> dict[str, pa.Array]:
 
 
 def with_turn_columns(t: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
-    """``t`` with ``columns`` (``turn_columns``' or ``empty``'s) set or added."""
+    """``t`` with ``columns`` (``turn_columns``') set or added."""
     for name, col in columns.items():
         i = t.schema.get_field_index(name)
         t = t.set_column(i, name, col) if i >= 0 else t.append_column(name, col)
     return t
-
-
-def empty(n: int) -> dict[str, pa.Array]:
-    """``TURN_COLUMNS`` of ``n`` samples without stored turns."""
-    return {name: pa.nulls(n, kind) for name, kind in TURN_COLUMNS.items()}
