@@ -104,6 +104,7 @@ class RunView(RpcWidget):
         self.bins = bins
         self._syncing = False  # a change made by the view itself: not echoed back to where it came from
         self._has_tokens, self._has_ref = chart_data.capabilities(self.run)
+        self._panels = chart_data.panels(self.run)  # mismatch / entropy: drawn where the run has them
         self._follower = Follower(self)
         self._make_parts()
         super().__init__(header=panes.header(self.run, self._runs, self._has_tokens))
@@ -414,9 +415,10 @@ class RunView(RpcWidget):
         finally:
             self._syncing = False
         self.header = panes.header(self.run, self._runs, self._has_tokens)
-        caps = chart_data.capabilities(self.run)
-        if caps != (self._has_tokens, self._has_ref):  # a run followed from its first (empty) file gained them
+        caps, panels = chart_data.capabilities(self.run), chart_data.panels(self.run)
+        if (caps, panels) != ((self._has_tokens, self._has_ref), self._panels):  # a followed run gained them
             self._has_tokens, self._has_ref = caps
+            self._panels = panels
             self.groups_box.has_tokens = self._has_tokens
             self.kl_metric.visible = self._has_tokens
             self.chart.spec = self._spec()
@@ -460,7 +462,7 @@ class RunView(RpcWidget):
 
     def _spec(self) -> dict:
         return charts.run_spec(metric=self.kl_metric.value, has_ref=self._has_ref, has_tokens=self._has_tokens,
-                               runs=self._runs)
+                               runs=self._runs, panels=self._panels)
 
     def _datasets(self) -> dict[str, pd.DataFrame]:
         """What the chart shows, as the controls have it now (the chart asks for it)."""
