@@ -85,7 +85,7 @@ def prompt_history(run: Run, prompt: str) -> pd.DataFrame:
     return run.query_frame(f"""
         SELECT {'run, ' if _set_runs(run) else ''}step, count(*) AS responses, {mean_sql('reward')} AS reward_mean,
                {std_sql('reward')} AS reward_std,
-               min(reward) AS reward_min, max(reward) AS reward_max, avg(n_tokens) AS length_mean,
+               min(reward) AS reward_min, max(reward) AS reward_max, avg(n_trained_tokens) AS length_mean,
                list(sample_id ORDER BY reward DESC NULLS LAST) AS sample_ids
         FROM samples WHERE prompt = ? GROUP BY ALL ORDER BY step{', run' if _set_runs(run) else ''}""", [prompt])
 

@@ -127,8 +127,9 @@ class TableSource:
 
     def _plain(self, cols: list[str]) -> set[str]:
         """The conversation columns that say nothing here (``CONVERSATION_COLUMNS``: no row holds more)."""
+        nums = self.num_columns
         checks = {c: cond for c, cond in CONVERSATION_COLUMNS.items()
-                  if c in cols and c in self.num_columns and (c != "n_trained_tokens" or "n_tokens" in self.num_columns)}
+                  if c in cols and c in nums and (c != "n_trained_tokens" or "n_tokens" in nums)}
         if not checks:
             return set()
         row = self.con.execute(f"SELECT {', '.join(f'bool_or({cond})' for cond in checks.values())} "

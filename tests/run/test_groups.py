@@ -50,12 +50,12 @@ def test_group_tab_in_run_view(tmp_path, cache_dir):
     assert view.group_table is None  # built when the tab is opened
     view.tabs.selected_index = 1
     assert view.group_table.row_count == 6 and view.group_table.sort_by == "reward_std"
-    assert "6</b> groups of 8 responses" in view.group_summary.value  # not "8–8 responses"
+    assert view.group_summary.startswith("6 groups of 8 responses")  # not "8–8 responses"
     view.group_table.selected_ids = [2]
     row = view.groups.iloc[2]
     assert sorted(view.group_strip.sample_ids) == sorted(row["sample_ids"])
-    assert view.group_detail.value.count("rlv-group-card") == 8
-    assert "The same prompt across steps" in view.prompt_history.value
+    assert len(view.group_detail["cards"]) == 8
+    assert [r[0] for r in view.prompt_history["rows"]] == [0, 1, 2]  # the same prompt across steps
 
 
 def test_group_sizes_in_words():
@@ -67,7 +67,7 @@ def test_single_response_logs_say_there_are_no_groups(tmp_path, cache_dir):
     write_log(tmp_path / "ppo", steps=2, samples_per_step=4, tokens=8, ranks=1)
     view = rw.RunView(tmp_path / "ppo", cache_dir=cache_dir, progress=False)
     view.tabs.selected_index = 1
-    assert "no GRPO groups" in view.group_summary.value
+    assert "no GRPO groups" in view.group_summary
 
 
 # -- a group is one step's: ids the log repeats at every step name a new group at each step ---------------------
@@ -102,9 +102,9 @@ def test_group_index_repeating_across_steps_gives_one_group_per_step(tmp_path, o
     # the view's tab: 4 groups, and a click shows that step's responses only
     view = rw.RunView(tmp_path / "logs", cache_dir=cache_dir, progress=False)
     view.tabs.selected_index = 1
-    assert view.group_table.row_count == 4 and "<b>4</b> groups of 2–3" in view.group_summary.value
+    assert view.group_table.row_count == 4 and view.group_summary.startswith("4 groups of 2–3")
     view.group_table.selected_ids = [2]
-    assert view.group_detail.value.count("rlv-group-card") == 3 and "1:0" in view.group_detail.value
+    assert len(view.group_detail["cards"]) == 3 and view.group_detail["group"] == "1:0"
 
 
 def test_prompt_idx_names_the_group_in_any_log(tmp_path, open_run):
@@ -171,8 +171,9 @@ def test_a_set_of_runs_on_the_same_prompts_keeps_each_runs_groups(tmp_path, cach
     table = view.group_table
     assert table.visible_columns[0] == "run"
     table.selected_ids = table._data.loc[table._data["group"] == "baseline/1:0", "sample_id"].tolist()
-    assert "baseline/1:0" in view.group_detail.value and "<td>0</td><td>4</td>" in view.prompt_history.value
-    assert "<td>0</td><td>8</td>" not in view.prompt_history.value  # the other run's responses are not counted
+    assert view.group_detail["group"] == "baseline/1:0"
+    # step 0 counts this run's 4 responses, not the 8 of both runs
+    assert [r[:2] for r in view.prompt_history["rows"]] == [[0, 4], [1, 4]]
 
 
 def test_the_demo_grpo_run_has_groups_to_flag(tmp_path, open_run):
