@@ -15,6 +15,7 @@ import pandas as pd
 
 from rlviz_widgets.run.run import Run
 from rlviz_widgets.widgets._base import front_end
+from rlviz_widgets.widgets.run_view import panes
 from rlviz_widgets.widgets.sample_table import MAX_PAGE, SampleTable
 from rlviz_widgets.widgets.token_strip import TokenStrip
 
@@ -22,6 +23,7 @@ MAX_SAMPLES = 2000  # table rows written by default
 EXTREMES = 5  # top and bottom samples by reward, each with its texts and token strip
 MAX_SELECTED = 20  # of the view's picked samples shown with texts and strips
 MAX_TEXT_CHARS = 20_000  # of each text of a highlighted sample
+MAX_CONVERSATION_CHARS = 60_000  # of all the turns of a highlighted conversation
 # JSON in a <script> element: these would end it or open a comment (``</script>``, ``<!--`` in model output);
 # written as JSON escapes, they read back the same
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -149,19 +151,37 @@ def _number(v) -> float | int | None:
     return int(v) if isinstance(v, int) or float(v).is_integer() and abs(v) < 2**53 else float(v)
 
 
+def _conversations(run: Run, ids: list[int]) -> dict[int, list[dict]]:
+    """The turn blocks of the samples that are conversations (more than a prompt and a response, or a tool call),
+    as the RunView's detail pane shows them, each text cut as the report's are."""
+    rows = run.held_rows(ids, [c for c in ("sample_id", "n_turns", "n_tool_calls") if c in run.columns])
+    if "n_turns" not in rows:
+        return {}
+    talk = rows[(rows["n_turns"].fillna(0) > 2) | (rows.get("n_tool_calls", 0) > 0)].sample_id.tolist()
+    if not talk:
+        return {}
+    turns = run.turns([int(i) for i in talk])
+    return {int(sid): panes.turn_blocks(t, each=MAX_TEXT_CHARS, total=MAX_CONVERSATION_CHARS)
+            for sid, t in turns.groupby("sample_id", sort=False)}
+
+
 def texts(run: Run, ids: list[int]) -> list[dict]:
-    """Each sample's facts and texts (prompt, response, reference response), clipped."""
+    """Each sample's facts and texts (prompt, response, reference response), clipped; a conversation's turns as
+    blocks instead of its prompt and response."""
     want = [c for c in ("sample_id", "run", "step", "reward", "ref_reward", "kl_mean", "n_tokens", "file", "line",
                         "prompt", "response", "ref_response", "ground_truth") if c in run.columns]
+    talks = _conversations(run, ids)
     out = []
     for r in run.held_rows(ids, want).to_dict("records"):
         facts = {k: _number(r[k]) if k != "run" else _text(r[k])
                  for k in ("run", "step", "reward", "ref_reward", "kl_mean", "n_tokens") if k in r}
         if "file" in r:
             facts["from"] = f"{os.path.basename(str(r['file']))}:{r.get('line')}"
+        blocks = talks.get(int(r["sample_id"]))
+        shown = ("ref_response", "ground_truth") if blocks else ("prompt", "response", "ref_response", "ground_truth")
         out.append({"sample_id": int(r["sample_id"]), "facts": facts,
-                    "texts": [[k.replace("_", " "), _text(r[k])] for k in ("prompt", "response", "ref_response",
-                                                                            "ground_truth") if _text(r.get(k))]})
+                    "texts": [[k.replace("_", " "), _text(r[k])] for k in shown if _text(r.get(k))],
+                    **({"blocks": blocks} if blocks else {})})
     return out
 
 

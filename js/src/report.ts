@@ -11,6 +11,7 @@ import { readData, type ReportData } from "./report/data";
 import { LocalModel } from "./report/model";
 import { TableRows } from "./report/table";
 import { filtersTable, metaTable, sampleCard, stripModel } from "./report/sections";
+import { CSS as TURN_CSS } from "./run_view/style";
 
 function tableNote(t: ReportData["table"]): string {
   const total = t.total.toLocaleString("en-US");
@@ -28,7 +29,8 @@ function chartModel(chart: ReportData["chart"]): LocalModel {
 /** Builds the report into `root`. */
 export function mount(doc: Document, root: HTMLElement, data: ReportData): void {
   const h2 = (text: string) => el(doc, "h2", undefined, text);
-  root.replaceChildren(el(doc, "h1", undefined, data.title));
+  // the conversation blocks are the RunView's detail pane: its stylesheet, once
+  root.replaceChildren(el(doc, "style", undefined, TURN_CSS), el(doc, "h1", undefined, data.title));
   root.append(h2("Run"), metaTable(doc, data.meta), el(doc, "pre", "rlv-report-summary", data.meta.summary));
   root.append(h2("Filters and options"), filtersTable(doc, data.filters));
 

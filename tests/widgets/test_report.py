@@ -128,3 +128,21 @@ def test_every_widget_has_an_escaped_static_fallback(view):
     assert "&lt;img src=x onerror=window.__xss=1&gt;" in bundle_of(strip)["text/html"]
     assert "&lt;img src=x onerror" in bundle_of(table)["text/html"]  # the top reward's prompt, escaped
     assert "to_html" in bundle_of(view)["text/html"]
+
+
+def test_a_conversation_shows_its_turns_in_the_report(tmp_path, cache_dir):
+    """A multi-turn sample's card holds its turn blocks (roles, tool calls, JSON arguments: the detail pane's) in
+    place of its prompt and response texts; markup in roles, tool names and arguments stays inert in the page."""
+    from chat_formats import XSS, agent_turns, write_agent_chat
+
+    write_agent_chat(tmp_path / "agent")
+    run = rw.open_run(tmp_path / "agent", cache_dir=cache_dir, progress=False)
+    path = rw.report(run, tmp_path / "agent.html")
+    body = path.read_text(encoding="utf-8").split('id="rlviz-data">', 1)[1].split("</script>", 1)[0]
+    assert "<img" not in body and "</script" not in body
+    top = next(s for s in embedded(path)["sections"] if s["title"].startswith("top"))
+    card = top["samples"][0]  # the best reward: trajectory 2
+    assert [b["role"] for b in card["blocks"]] == [t["role"] for t in agent_turns(2)]
+    assert [b["tool_name"] for b in card["blocks"]][2:4] == ["search", f"fetch{XSS}"]
+    assert json.loads(card["blocks"][2]["tool_arguments"])["q"] == f"{XSS}</script>"
+    assert [name for name, _ in card["texts"]] == []  # no prompt / response texts beside the turns

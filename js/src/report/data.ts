@@ -1,6 +1,7 @@
 /** The report's embedded data (written by rlviz_widgets/_report.py) and how it is read from the page. */
 import type { ColumnInfo, StripsReply } from "../lib/protocol";
 import type { Columns } from "../lib/vega_data";
+import type { Block } from "../run_view/detail";
 
 export type Cell = number | string | null;
 
@@ -21,6 +22,8 @@ export interface SampleText {
   sample_id: number;
   facts: Record<string, Cell>;
   texts: [string, string][];
+  /** A conversation's turns, as the RunView's detail pane shows them (instead of its prompt and response). */
+  blocks?: Block[];
 }
 
 export interface StripData {

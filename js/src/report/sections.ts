@@ -6,6 +6,7 @@ import { el } from "../lib/dom";
 import type { Cell, ReportData, SampleText, StripData } from "./data";
 import { base64View } from "./data";
 import { LocalModel } from "./model";
+import { renderDetail } from "../run_view/detail";
 
 function show(v: Cell | boolean | undefined): string {
   if (v === null || v === undefined) return "none";
@@ -47,6 +48,12 @@ export function sampleCard(doc: Document, s: SampleText): HTMLDivElement {
   card.dataset.sampleId = String(s.sample_id);
   const facts = [`sample ${s.sample_id}`, ...Object.entries(s.facts).map(([k, v]) => `${k} ${show(v)}`)];
   card.append(el(doc, "div", "rlv-report-facts", facts.join(" · ")));
+  if (s.blocks?.length) {
+    // the same turn blocks as the RunView's detail pane (role badges, tool calls as JSON text)
+    const talk = el(doc, "div", "rlv-report-conversation rlv-run-view");
+    renderDetail(talk, { blocks: s.blocks });
+    card.append(talk);
+  }
   const grid = el(doc, "div", "rlv-report-texts");
   for (const [name, text] of s.texts) {
     const box = el(doc, "div");

@@ -67,14 +67,15 @@ def block(role: str, text, tool_name: str | None = None, tool_arguments=None, *,
     return out
 
 
-def _turn_blocks(turns: pd.DataFrame) -> list[dict]:
-    """The sample's turns as blocks, within the pane's limits; what is left out is said in a last block."""
-    blocks, left = [], MAX_DETAIL_TOTAL
+def turn_blocks(turns: pd.DataFrame, each: int = MAX_DETAIL_CHARS, total: int = MAX_DETAIL_TOTAL) -> list[dict]:
+    """A sample's turns (``run.turns`` rows) as blocks, each text cut at ``each`` characters and all at about
+    ``total``; what is left out is said in a last block."""
+    blocks, left = [], total
     rows = turns.to_dict("records")
     for t in rows[:MAX_DETAIL_TURNS]:
         b = block(t.get("role"), t.get("text"), _text(t.get("tool_name")) or None, t.get("tool_arguments"),
                   trained=None if pd.isna(t.get("trained")) else t.get("trained"), reasoning=t.get("reasoning"),
-                  limit=max(min(MAX_DETAIL_CHARS, left), 200))
+                  limit=max(min(each, left), 200))
         left -= len(b["text"]) + len(b.get("reasoning", "")) + len(b["tool_arguments"] or "")
         blocks.append(b)
         if left <= 0:
@@ -90,7 +91,7 @@ def detail_blocks(r: pd.Series, turns: pd.DataFrame | None = None) -> list[dict]
     message structure has its prompt and response), then the reference response where there is one. Without
     ``turns``: the prompt, response and answer texts."""
     if turns is not None and len(turns):
-        blocks = _turn_blocks(turns)
+        blocks = turn_blocks(turns)
     else:
         cols = [("prompt", "prompt"), ("response", "response"), ("answer", "answer")]
         blocks = [block(role, r.get(col)) for role, col in cols
