@@ -17,7 +17,8 @@ from rlviz_widgets._where import condition, names_any
 
 TEXT_CLIP = 300
 DEFAULT_COLUMNS = ("id", "run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
-                   "log_ratio_mean", "log_ratio_sum", "n_tokens", "n_trained_tokens", "n_turns", "n_tool_calls",
+                   "log_ratio_mean", "log_ratio_sum", "mismatch_log_ratio_abs_max", "mismatch_kl_mean",
+                   "masked_fraction", "entropy_mean", "n_tokens", "n_trained_tokens", "n_turns", "n_tool_calls",
                    "prompt", "response")
 # shown only where they say something a single-turn log of response tokens does not: more than its two turns,
 # a tool call, tokens outside the loss mask
