@@ -34,13 +34,15 @@ import pyarrow.parquet as pq
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest.custom_columns import FIRST_LINES, LISTED_PREFIX, listed_key, number_text
 from rlviz_widgets._ingest.metrics import with_reductions
+from rlviz_widgets._ingest.mismatch_metrics import FIGURES, with_mismatch_figures
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._store import leases, token_store
 from rlviz_widgets._store.token_store import STORED
 
 # what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
-CACHE_VERSION = 31
-OPTIONAL_COLUMNS = ("group_id", "advantage")  # common columns only some logs have
+CACHE_VERSION = 32
+# common columns only some logs have: the group, the advantage, the per-sample mismatch and entropy figures
+OPTIONAL_COLUMNS = ("group_id", "advantage", *FIGURES)
 # ... and the turns of chat-shaped logs (``readers.turns``): in ``FileState.optional`` too, but no samples column
 TURNS_COLUMN = "turns"
 HEAD_BYTES = 4096
@@ -631,7 +633,7 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
             state.consumed += len(rest)
             state.lines += 1
             state.open_tail = True
-        else:
+        elif not _being_written(reader, path):  # (a folder the format says is still being written: no news)
             pending.append(Problem(str(path), state.lines + 1, "incomplete_last_line",
                                    f"{len(rest)} bytes without a newline (a job still writing?): "
                                    "skipped until the line is complete"))
@@ -639,6 +641,12 @@ def _finish(con, cache: FileCache, state: FileState, reader, on_bytes, writer, w
     state.size, state.mtime_ns = st.st_size, st.st_mtime_ns
     _seal(path, state, seen)
     return pending
+
+
+def _being_written(reader, path: Path) -> bool:
+    """Whether the format knows the file is still being written (prime-rl's step folder without its marker)."""
+    check = getattr(reader, "being_written", None)
+    return bool(check is not None and check(path))
 
 
 def _seal(path: Path, state: FileState, seen: _Seen) -> None:
@@ -692,6 +700,7 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     state.problems.extend(sorted(problems, key=lambda p: p[0]))
     if table is None:
         return _Write(writer, lambda: None)
+    table = with_mismatch_figures(table)
     state.fields = sorted(set(state.fields) | {f for f in STORED if f in table.column_names
                                                 and table[f].null_count < table.num_rows})
     state.records += table.num_rows

@@ -21,14 +21,17 @@ import pyarrow.dataset as ds
 import pyarrow.fs
 import pyarrow.ipc as ipc
 
+from rlviz_widgets._ingest.readers.mismatch_fields import COLUMNS as MISMATCH_COLUMNS
 from rlviz_widgets._ingest.readers.sequence import SEQUENCE_COLUMNS
 
 TOKEN_COLUMNS = ("tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
 # every file has every column (all-null where a part has no such array): one schema to scan them by. The sequence
-# columns (``trained``, ``turn``, ``roles``) are null in a log of response tokens only
+# columns (``trained``, ``turn``, ``roles``) are null in a log of response tokens only; the mismatch and entropy
+# fields (``readers.mismatch_fields``) where a log has none
 SCHEMA = pa.schema([("line", pa.int64()), ("step", pa.int64()), ("tokens", pa.list_(pa.string())),
-                    *((c, pa.list_(pa.float32())) for c in TOKEN_COLUMNS[1:]), *SEQUENCE_COLUMNS.items()])
-STORED = (*TOKEN_COLUMNS, *SEQUENCE_COLUMNS)  # what a part keeps here, not in its Parquet file
+                    *((c, pa.list_(pa.float32())) for c in TOKEN_COLUMNS[1:]), *SEQUENCE_COLUMNS.items(),
+                    *MISMATCH_COLUMNS.items()])
+STORED = (*TOKEN_COLUMNS, *SEQUENCE_COLUMNS, *MISMATCH_COLUMNS)  # what a part keeps here, not in its Parquet file
 SCAN_SCHEMA = SCHEMA.append(pa.field("file_no", pa.int64()))  # file_no: from each file's partition expression
 
 

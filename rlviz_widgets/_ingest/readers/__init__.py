@@ -10,14 +10,15 @@ from rlviz_widgets._ingest.readers.mapping import ColumnsReader
 from rlviz_widgets._ingest.readers.messages import ChatReader
 from rlviz_widgets._ingest.readers.nemo import NemoReader
 from rlviz_widgets._ingest.readers.openinstruct import OpenInstructReader
+from rlviz_widgets._ingest.readers.prime import PrimeReader
 from rlviz_widgets._ingest.readers.rlb import RLBReader
 from rlviz_widgets._ingest.readers.trl import TRLReader
 from rlviz_widgets._ingest.readers.verl import VerlReader
 
 READERS: dict[str, type[Reader]] = {"rlb": RLBReader, "verl": VerlReader, "trl": TRLReader,
                                     "openinstruct": OpenInstructReader, "nemo": NemoReader, "chat": ChatReader,
-                                    "columns": ColumnsReader}
+                                    "prime": PrimeReader, "columns": ColumnsReader}
 
 __all__ = ["DEFAULT_PAD_TOKEN", "READERS", "ChatReader", "ColumnsReader", "FileReader", "JsonlFormat", "JsonlReader",
-           "LineReader", "NemoReader", "OpenInstructReader", "RLBReader", "Reader", "TRLReader", "VerlReader",
+           "LineReader", "NemoReader", "OpenInstructReader", "PrimeReader", "RLBReader", "Reader", "TRLReader", "VerlReader",
            "non_scalar_message"]

@@ -3,7 +3,8 @@
 Each file votes with its first record's fields (names only break ties when a file has no readable record): RL
 Logging Board schema (``prompt``/``response``/``reward``/``step``), verl (``input``/``output``/``score``), TRL
 (``completions_*.parquet`` with ``prompt``/``completion``), open-instruct (``prompt_idx``/``response_tokens``),
-NeMo-RL (``content``/``rewards`` wrapped in one-item lists), generic chat (a ``messages`` list of role objects). One
+NeMo-RL (``content``/``rewards`` wrapped in one-item lists), prime-rl token exports (``token_ids``, ``loss_mask``,
+``inference_logprobs``, ``trainer_logprobs``), generic chat (a ``messages`` list of role objects). One
 format found: that one. Several, or fields that match none: a clear error saying what was found and how to force
 ``format=`` or map fields with ``columns=``. Nothing readable at all (empty or broken files): the RL Logging Board
 reader, which reports each problem.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from rlviz_widgets._ingest.readers.prime import generation
 from rlviz_widgets._ingest.sources import named_files, resolve
 
 SUFFIXES = (".jsonl", ".parquet")
@@ -29,6 +31,8 @@ DESCRIBE = {
     "openinstruct": "open-instruct traces ({run}_rollouts_{shard:06d}.jsonl: step, prompt_idx, response_tokens...)",
     "nemo": "NeMo-RL train_data_step{N}.jsonl (content, rewards, token_ids... in one-item lists)",
     "chat": "generic chat JSON lines (messages: OpenAI-chat role objects, reward, step, group)",
+    "prime": "prime-rl token exports (token_exports/step_{N}/rank_{R}.jsonl: token_ids, loss_mask, "
+             "inference_logprobs, trainer_logprobs...)",
 }
 RLB_KEYS = {"prompt", "response", "response_tokens", "reward", "ref_reward", "ref_response", "step", "logprobs",
             "ref_logprobs", "values", "token_rewards"}
@@ -54,6 +58,8 @@ def by_fields(rec: dict) -> str | None:
     keys = set(rec)
     if {"run_name", "git_commit"} <= keys and "step" not in keys:
         return "meta"
+    if generation(keys) is not None:
+        return "prime"
     texts = isinstance(rec.get("prompt"), str) and isinstance(rec.get("response"), str)  # open-instruct logs ids
     if not texts and ({"prompt_idx", "response_tokens"} <= keys or {"sample_idx", "prompt_idx"} <= keys):
         return "openinstruct"

@@ -1,48 +1,57 @@
-"""prime-rl token exports (draft, not registered yet): ``{output_dir}/token_exports/step_{N}/rank_{R}.jsonl``, or
+"""prime-rl token exports: ``{output_dir}/token_exports/step_{N}/rank_{R}.jsonl``, or
 ``{output_dir}/{run_id}/token_exports/step_{N}/...`` (v0.6–v0.8 multi-run), one JSON line per packed sequence.
 
-Five key sets (``docs/mismatch-sources.md`` §1), told apart by their keys, never by ``schema_version`` (always 1).
-Every per-token list covers the whole sequence: prompt, turns, tool results. What is read:
+Five key sets (docs/upstream-writers.md, "Rollout–trainer mismatch"), told apart by their keys, never by
+``schema_version`` (always 1). Every per-token list covers the whole sequence: prompt, turns, tool results. Read:
 
 - the step: ``export_step`` where the record has it (it names the folder), else ``step``; the folder's ``step_{N}``
   for a line without either;
-- per token (the issue-32 names): ``token_ids``, ``trained`` (``loss_mask``), ``inference_logprob``,
-  ``trainer_logprob``, ``entropy``, ``token_advantage`` (``advantage`` in ``run.tokens()``), the logged
-  ``mismatch_kl``, ``log_importance_ratio``, ``importance_ratio``, ``prob_delta``, ``is_masked``,
-  ``is_masked_high``, ``is_masked_low``, ``rl_weight``;
-- per sample: ``reward`` (v0.6 and before: the per-token ``rewards`` on a trained token), ``advantage`` (the mean
-  over trained tokens), ``env_name``, ``run_id``, ``rank``, ``micro_step``, ``micro_sequence_idx``, and
-  ``group_id``: the step and a hash of the tokens before the first trained one (the prompt turns, identical for a
-  group's members, which prime-rl spreads over ranks and micro batches);
-- a step folder without ``STABLE`` (v0.6+) is still being written: ``stable`` is False on its lines, and its cut
-  last line is no problem (a finished folder's is).
+- per token (``mismatch_fields``): ``token_ids``, ``trained`` (``loss_mask``), ``inference_logprob``,
+  ``trainer_logprob``, ``entropy``, ``token_advantage`` (``advantage`` in ``run.tokens()``), and as logged
+  ``mismatch_kl``, ``log_importance_ratio``, ``importance_ratio``, ``prob_delta`` (``logged_*``), ``is_masked``,
+  ``is_masked_high``, ``is_masked_low``; a ``null`` (prime-rl's spelling of a non-finite value) is a missing value,
+  never a problem;
+- per sample: ``reward`` where a version logs it (v0.6 and before: the per-token ``rewards`` on a trained token;
+  newer ones log none, and that is no problem), ``advantage`` (the mean over trained tokens), ``group_id``: the step
+  and a hash of the tokens before the first trained one (the prompt turns, identical for a group's members, which
+  prime-rl spreads over ranks and micro batches); ``env_name``, ``run_id``, ``rank``, ``micro_step``,
+  ``micro_sequence_idx``, ``export_sequence_idx`` (and ``training_mode``) are kept as custom columns;
+- texts and turns: with ``tokenizer=``, the turns from the chat template's role markers (``markers``); without one,
+  the prompt and the response as ``#id`` words.
+
+A step folder without ``STABLE`` (v0.6+) is still being written (``being_written``): the run marks its step in
+progress, and its cut last line is no problem (a finished folder's is).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from rlviz_widgets._sql import literal
+from rlviz_widgets._ingest.metrics import ARRAYS
+from rlviz_widgets._ingest.readers.chat import conversation, with_chats
+from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
+from rlviz_widgets._ingest.readers.markers import marker_turns
+from rlviz_widgets._ingest.readers.mismatch_fields import helper
+from rlviz_widgets._ingest.readers.sequence import with_sequence_columns
 
 FILE_PATTERN = r"^rank_\d+\.jsonl$"
 STEP_DIR = re.compile(r"^step_(\d+)$")
 MARKER = "STABLE"
 
 FLOAT_LISTS = {"inference_logprobs": "inference_logprob", "trainer_logprobs": "trainer_logprob",
-               "entropy": "entropy", "advantages": "token_advantage", "mismatch_kl": "mismatch_kl",
-               "log_importance_ratio": "log_importance_ratio", "importance_ratio": "importance_ratio",
-               "prob_delta": "prob_delta", "rl_weights": "rl_weight"}
-BOOL_LISTS = {"loss_mask": "trained", "is_masked": "is_masked", "is_masked_high": "is_masked_high",
-              "is_masked_low": "is_masked_low"}
-SCALARS = {"schema_version": "BIGINT", "step": "BIGINT", "export_step": "BIGINT", "rank": "BIGINT",
-           "micro_step": "BIGINT", "micro_sequence_idx": "BIGINT", "export_sequence_idx": "BIGINT",
-           "run_id": "VARCHAR", "env_name": "VARCHAR", "training_mode": "VARCHAR"}
-SCHEMA = {**SCALARS, "token_ids": "BIGINT[]", "rewards": "DOUBLE[]", **{k: "FLOAT[]" for k in FLOAT_LISTS},
-          **{k: "BOOLEAN[]" for k in BOOL_LISTS}}
+               "entropy": "entropy", "advantages": "token_advantage", "mismatch_kl": "logged_mismatch_kl",
+               "log_importance_ratio": "logged_log_importance_ratio", "importance_ratio": "logged_importance_ratio",
+               "prob_delta": "logged_prob_delta"}
+BOOL_LISTS = {"is_masked": "is_masked", "is_masked_high": "is_masked_high", "is_masked_low": "is_masked_low"}
+UNUSED = ("schema_version", "step", "export_step", "position_ids", "rewards", "rl_weights", "ce_weights",
+          "ref_kl_weights")  # read, or lists no column shows
+OWN_READS = ("prompt", "response", "ref_response", "reward", "ref_reward", "ground_truth", "tokens", "advantage",
+             *ARRAYS)
 
 
 def generation(keys: set[str]) -> str | None:
@@ -91,58 +100,75 @@ def _marks_steps(exports: Path) -> bool:
     return any((d / MARKER).exists() for d in exports.glob("step_*"))
 
 
-def sample_sql(path: str | Path) -> dict[str, str]:
-    """Column -> SQL over the parsed record ``r``: the per-sample columns."""
+def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f: Mapping[str, str],
+            mapped: set[str]) -> None:
+    """The record's lists in the common and mismatch columns; the step from the record, else its folder."""
+    for c in OWN_READS:
+        if c not in mapped:
+            schema.pop(f[c], None)
+    schema.update({"token_ids": "BIGINT[]", "loss_mask": "BOOLEAN[]", "rewards": "DOUBLE[]", "export_step": "JSON",
+                   **{k: "FLOAT[]" for k in FLOAT_LISTS}, **{k: "BOOLEAN[]" for k in BOOL_LISTS}})
     first = "list_position(r.loss_mask, true)"
-    trained_adv = "list_where(r.advantages, r.loss_mask)"
-    from_folder = folder_step(path)
-    step = f"coalesce(r.export_step, r.step, {'NULL' if from_folder is None else from_folder})"
-    prompt = f"list_slice(r.token_ids, 1, coalesce({first}, len(r.token_ids) + 1) - 1)"
-    return {
-        "step": f"{step}::BIGINT",
-        "reward": "list_where(r.rewards, r.loss_mask)[1]::DOUBLE",
-        "advantage": f"list_avg(list_filter({trained_adv}, lambda a: isfinite(a)))::DOUBLE",
-        "group_id": f"{step}::VARCHAR || ':' || md5({prompt}::VARCHAR)[:12]",
-        "env_name": "r.env_name",
-        "run_id": "r.run_id",  # the record's: the folder above token_exports is a run id only in multi-run
-        "rank": "r.rank", "micro_step": "r.micro_step", "micro_sequence_idx": "r.micro_sequence_idx",
-        "export_sequence_idx": "r.export_sequence_idx",
-        "n_tokens": "len(r.token_ids)",
-        "n_trained_tokens": "len(list_filter(r.loss_mask, lambda m: m))",
-    }
+    cut = f"coalesce({first}, len(r.token_ids) + 1)"
+    if "step" not in mapped:
+        ex["step"] = "coalesce(r.export_step, r.step, fs::VARCHAR::JSON)"
+    defaults = {"ref_response": "NULL::VARCHAR", "ref_reward": "NULL::JSON", "ground_truth": "NULL::JSON",
+                "tokens": "r.token_ids", "reward": "list_where(r.rewards, r.loss_mask)[1]",
+                "advantage": "list_avg(list_filter(list_where(r.advantages, r.loss_mask), lambda a: isfinite(a)))"
+                             "::DOUBLE",
+                # without a tokenizer (the decode step reads the turns with one): the ids as #id words
+                "prompt": f"array_to_string(list_transform(r.token_ids[:{cut} - 1], lambda i: '#' || i), ' ')",
+                "response": f"array_to_string(list_transform(r.token_ids[{cut}:], lambda i: '#' || i), ' ')",
+                **{a: "NULL::FLOAT[]" for a in ARRAYS}}
+    for c, sql in defaults.items():
+        if c not in mapped:
+            ex[c] = sql
+    if "advantage" not in mapped:
+        ex["advantage_raw"] = None
+    if "group_id" not in mapped:
+        step = f"({ex['step']})::VARCHAR"
+        ex["group_id"] = f"{step} || ':' || md5((r.token_ids[:{cut} - 1])::VARCHAR)[:12]"
+    ex["_trained"] = "r.loss_mask"
+    ex["_reports"] = "CAST([] AS VARCHAR[])"
+    ex |= {helper(ours): f"r.{theirs}" for theirs, ours in {**FLOAT_LISTS, **BOOL_LISTS}.items()}
+    used |= {"token_ids", "loss_mask", *UNUSED, *FLOAT_LISTS, *BOOL_LISTS}
 
 
-def token_sql() -> dict[str, str]:
-    """Column -> SQL over ``r``: the per-token list columns in the issue-32 names (NULL lists for absent keys)."""
-    out = {"token_ids": "r.token_ids"}
-    out |= {ours: f"r.{theirs}" for theirs, ours in BOOL_LISTS.items()}
-    out |= {ours: f"r.{theirs}" for theirs, ours in FLOAT_LISTS.items()}
-    return out
+def _decode(t: pa.Table, tokenizer) -> pa.Table:
+    """A version without rewards is no missing reward; with a tokenizer, the turns from the template's markers."""
+    if "_p_reward" in t.column_names:  # (newer versions log none; v0.6 logs all-null lists without rewards)
+        flags = t["_p_reward"]
+        t = t.set_column(t.schema.get_field_index("_p_reward"), "_p_reward",
+                         pc.if_else(pc.equal(flags, "missing"), pa.scalar(None, flags.type), flags))
+    if tokenizer is None:
+        return with_sequence_columns(t, [None] * t.num_rows)
+    masks = t["_trained"].to_pylist()
+    chats = []
+    for ids, mask in zip(t["tokens"].to_pylist(), masks):
+        turns, reports = marker_turns(ids or [], mask, tokenizer)
+        chats.append(conversation(turns, reports=reports))
+    return with_sequence_columns(with_chats(t, chats), [c.turns for c in chats])
 
 
-def read_lines(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[pa.Table, list[list]]:
-    """A whole rank file as one row per record (``sample_sql`` and ``token_sql`` columns, ``line``, ``stable``)
-    and its problems ``[line, kind, message]``. A draft of what the line pipeline will do by chunks: a line that
-    does not parse is a problem, but the cut last line of a step still being written."""
-    stable = is_stable(path)
-    text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    cut = not text.endswith("\n") and bool(text)
-    problems, good = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        if cut and n == len(lines) and not stable:
-            continue  # being written: read on the next refresh
-        good.append((n, line))
-    raw = pa.table({"line": [n for n, _ in good], "json": [x for _, x in good]})
-    con.register("raw_prime", raw)
-    cols = {**sample_sql(path), **token_sql()}
-    select = ", ".join(f"{sql} AS {name}" for name, sql in cols.items())
-    schema = literal("{" + ", ".join(f'"{k}": "{v}"' for k, v in SCHEMA.items()) + "}")
-    bad = con.sql("SELECT line FROM raw_prime WHERE NOT json_valid(json)").fetchall()
-    problems += [[n, "bad_json", "not a JSON record (a cut line?): skipped"] for (n,) in bad]
-    t = con.sql(f"SELECT line, {select}, {stable} AS stable FROM (SELECT line, json_transform(json, {schema}) AS r "
-                f"FROM raw_prime WHERE json_valid(json)) ORDER BY line").fetch_arrow_table()
-    con.unregister("raw_prime")
-    return t, problems
+PRIME = JsonlFormat(
+    name="prime", file_pattern=FILE_PATTERN, token_ids=True,
+    shown={"tokens": "token_ids", "reward": "rewards", "advantage": "advantages", "step": "export_step/step"},
+    adjust=_adjust, decode=_decode)
+
+
+class PrimeReader(JsonlReader):
+    """prime-rl's token exports: the step folder names a line's step; a folder not yet marked is being written."""
+
+    format = PRIME
+
+    def accepts(self, path) -> bool:
+        return accepts(path)
+
+    def for_file(self, path) -> PrimeReader:
+        bound = super().for_file(path)
+        bound.file_step = folder_step(path)
+        return bound
+
+    def being_written(self, path) -> bool:
+        """Whether the file's step folder is still being written (its last line may be cut, for now)."""
+        return not is_stable(path)

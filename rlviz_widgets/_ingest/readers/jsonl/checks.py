@@ -20,6 +20,7 @@ from rlviz_widgets._ingest.metrics import ARRAYS
 from rlviz_widgets._ingest.readers.jsonl.arrow import count_literal, mask, per_row
 from rlviz_widgets._ingest.readers.jsonl.keyscan import LONG_KEY
 from rlviz_widgets._ingest.readers.jsonl.sql import key_path
+from rlviz_widgets._ingest.readers.mismatch_fields import taken
 from rlviz_widgets._ingest.readers.options import NUMBER_FIELDS
 from rlviz_widgets._ingest.readers.sequence import SEQUENCE_COLUMNS
 from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS
@@ -70,6 +71,7 @@ def check(con: duckdb.DuckDBPyConnection, t: pa.Table, keys: set[str], problems:
     for f in ("tokens", *ARRAYS, *SEQUENCE_COLUMNS):
         if f in t.column_names:  # (the sequence columns: only where the format reads whole sequences)
             out[f] = t[f]
+    out |= taken(t)  # the mismatch and entropy fields (issue 32), where the format reads them
     return pa.table(out).replace_schema_metadata({FIRST_LINES: json.dumps(first_lines)})
 
 

@@ -1,0 +1,168 @@
+"""Per-sample reductions of the mismatch and entropy fields (issue 32), computed once as a part is written.
+
+The same figures as ``_mismatch.sample_figures`` (the SQL a few samples' tokens are shown with), over trained tokens
+only, non-finite values left out: mean and max |log ratio| (trainer − inference), its sum and count (the sequence
+ratios: TRL's product, the geometric mean), mean mismatch KL (the log's own where finite, else k3), mean entropy,
+and the tokens the log marks masked and unmasked. Nothing that depends on the masking rule: the run works that out
+per rule from these (``_mismatch.rule_sample_sql``). A part without the fields gets none of the columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+FIGURES = {"mismatch_log_ratio_abs_mean": pa.float64(), "mismatch_log_ratio_abs_max": pa.float64(),
+           "mismatch_log_ratio_sum": pa.float64(), "mismatch_tokens": pa.int32(), "mismatch_kl_mean": pa.float64(),
+           "sequence_ratio": pa.float64(), "entropy_mean": pa.float64(), "logged_masked_tokens": pa.int32(),
+           "logged_unmasked_tokens": pa.int32()}
+
+
+class _Flat:
+    """A list column flattened: values (NaN for nulls and non-finite numbers; booleans as 0/1, -1 for null),
+    each value's row, and whether it is a trained token."""
+
+    def __init__(self, col, trained: tuple | None, boolean: bool = False):
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if arr.offset:
+            arr = pa.concat_arrays([arr])
+        offsets = arr.offsets.to_numpy()
+        values = arr.values.slice(offsets[0], offsets[-1] - offsets[0])
+        self.offsets = offsets - offsets[0]
+        counts = np.diff(self.offsets)
+        self.row = np.repeat(np.arange(len(counts)), counts)
+        self.pos = np.arange(len(values)) - self.offsets[:-1][self.row]
+        if boolean:
+            self.values = np.where(values.is_null().to_numpy(zero_copy_only=False), -1,
+                                   values.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8))
+        else:
+            v = values.to_numpy(zero_copy_only=False).astype(np.float64)
+            self.values = np.where(np.isfinite(v), v, np.nan)
+        self.trained = _trained_at(self.row, self.pos, trained)
+
+
+def _trained_at(row: np.ndarray, pos: np.ndarray, trained: tuple | None) -> np.ndarray:
+    """Whether each (row, position) is a trained token: the mask's value there (none past its end); a row without a
+    mask (a log of response tokens) is trained whole."""
+    if trained is None:
+        return np.ones(len(row), bool)
+    tvals, toffs, has = trained
+    inside = pos < np.diff(toffs)[row]
+    out = ~has[row]
+    at = np.flatnonzero(inside & has[row])
+    out[at] = tvals[toffs[:-1][row[at]] + pos[at]]
+    return out
+
+
+def _mask(table: pa.Table) -> tuple | None:
+    """(values, offsets, which rows have one) of the part's loss mask ``trained``; None: no row has one."""
+    if "trained" not in table.column_names or table["trained"].null_count == table.num_rows:
+        return None
+    arr = table["trained"].combine_chunks()
+    if arr.offset:
+        arr = pa.concat_arrays([arr])
+    offsets = arr.offsets.to_numpy()
+    values = arr.values.slice(offsets[0], offsets[-1] - offsets[0]).fill_null(False)
+    return (values.to_numpy(zero_copy_only=False).astype(bool), offsets - offsets[0],
+            ~arr.is_null().to_numpy(zero_copy_only=False))
+
+
+def _paired(a: _Flat, b: _Flat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a's values, b's values, rows) at the positions both lists have (each row's first min(len) of the two)."""
+    if np.array_equal(a.offsets, b.offsets):
+        return a.values, b.values, a.row
+    m = np.minimum(np.diff(a.offsets), np.diff(b.offsets))
+    row = np.repeat(np.arange(len(m)), m)
+    pos = np.arange(int(m.sum())) - np.concatenate([[0], np.cumsum(m)])[:-1][row]
+    return a.values[a.offsets[:-1][row] + pos], b.values[b.offsets[:-1][row] + pos], row
+
+
+def _sum_count(x: np.ndarray, row: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    ok = ~np.isnan(x)
+    return (np.bincount(row[ok], weights=x[ok], minlength=n), np.bincount(row[ok], minlength=n))
+
+
+def _mean(x: np.ndarray, row: np.ndarray, n: int) -> np.ndarray:
+    s, k = _sum_count(x, row, n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(k > 0, s / np.maximum(k, 1), np.nan)
+
+
+def _max(x: np.ndarray, row: np.ndarray, n: int) -> np.ndarray:
+    out = np.full(n, -np.inf)
+    ok = ~np.isnan(x)
+    np.maximum.at(out, row[ok], x[ok])
+    return np.where(np.isinf(out) & (out < 0), np.nan, out)
+
+
+def per_sample(table: pa.Table) -> dict[str, pa.Array]:
+    """The ``FIGURES`` a part's mismatch fields give (only those its fields allow)."""
+    n = table.num_rows
+    mask = _mask(table)
+    have = {c for c in ("inference_logprob", "trainer_logprob", "entropy", "logged_mismatch_kl", "is_masked")
+            if c in table.column_names and table[c].null_count < n}
+    out: dict[str, np.ndarray] = {}
+    if {"inference_logprob", "trainer_logprob"} <= have:
+        out |= _ratio_figures(table, mask, "logged_mismatch_kl" in have)
+    if "entropy" in have:
+        e = _Flat(table["entropy"], mask)
+        out["entropy_mean"] = _mean(np.where(e.trained, e.values, np.nan), e.row, n)
+    if "is_masked" in have:
+        m = _Flat(table["is_masked"], mask, boolean=True)
+        on = m.trained & (m.values >= 0)
+        masked = np.bincount(m.row[on & (m.values == 1)], minlength=n)
+        unmasked = np.bincount(m.row[on & (m.values == 0)], minlength=n)
+        logged = np.bincount(m.row[on], minlength=n) > 0
+        out["logged_masked_tokens"] = pa.array(masked.astype(np.int32), mask=~logged)
+        out["logged_unmasked_tokens"] = pa.array(unmasked.astype(np.int32), mask=~logged)
+    return {k: pa.array(v, FIGURES[k], from_pandas=True) if isinstance(v, np.ndarray) else v for k, v in out.items()}
+
+
+def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool) -> dict[str, np.ndarray]:
+    n = table.num_rows
+    inf, tr = _Flat(table["inference_logprob"], mask), _Flat(table["trainer_logprob"], mask)
+    iv, tv, row = _paired(inf, tr)
+    pos = inf.pos if row is inf.row else _positions(row)
+    on = _trained_at(row, pos, mask)
+    lr = np.where(on, tv - iv, np.nan)
+    with np.errstate(over="ignore", invalid="ignore"):
+        k3 = np.exp(lr) - 1 - lr
+    kl = k3
+    if logged_kl:
+        logged = _Flat(table["logged_mismatch_kl"], mask)
+        lk = np.full(len(row), np.nan)
+        at = _lookup(logged, row, pos)
+        lk[at >= 0] = logged.values[at[at >= 0]]
+        kl = np.where(on & np.isfinite(lk), lk, k3)
+    s, k = _sum_count(lr, row, n)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = np.where(k > 0, s / np.maximum(k, 1), np.nan)
+        return {"mismatch_log_ratio_abs_mean": _mean(np.abs(lr), row, n),
+                "mismatch_log_ratio_abs_max": _max(np.abs(lr), row, n),
+                "mismatch_log_ratio_sum": np.where(k > 0, s, np.nan), "mismatch_tokens": k.astype(np.int32),
+                "mismatch_kl_mean": _mean(kl, row, n), "sequence_ratio": np.exp(mean)}
+
+
+def _positions(row: np.ndarray) -> np.ndarray:
+    """Each value's position in its row, for values listed row by row."""
+    if not len(row):
+        return row
+    starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    return np.arange(len(row)) - np.repeat(starts, np.diff(np.r_[starts, len(row)]))
+
+
+def _lookup(f: _Flat, row: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Where (row, pos) is in ``f``'s values, -1 where f's row is shorter."""
+    lens = np.diff(f.offsets)
+    ok = pos < lens[row]
+    return np.where(ok, f.offsets[:-1][row] + pos, -1)
+
+
+def with_mismatch_figures(table: pa.Table) -> pa.Table:
+    """``table`` with the per-sample figures of its mismatch fields (none: as it is)."""
+    if "mismatch_kl_mean" in table.column_names or "entropy_mean" in table.column_names:
+        return table
+    for name, values in per_sample(table).items():
+        table = table.append_column(name, values)
+    return table
+
