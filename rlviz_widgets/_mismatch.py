@@ -164,7 +164,7 @@ class MismatchRule:
         """Whether the rule masks whole sequences."""
         return self.kind in SEQUENCE_KINDS
 
-    def _outside(self, log_ratio: str) -> str:
+    def outside(self, log_ratio: str) -> str:
         """SQL: a log ratio (token or sequence) outside the ratio bounds, compared in log space (no overflow)."""
         parts = []
         if self.low is not None:
@@ -179,7 +179,7 @@ class MismatchRule:
         if self.per_sequence:
             raise ValueError(f"a {self.kind} rule masks sequences: use sequence_sql or token_window_sql")
         if self.kind != "prob_delta":
-            return f"({c.is_trained()} AND {self._outside(log_ratio_sql(c))})"
+            return f"({c.is_trained()} AND {self.outside(log_ratio_sql(c))})"
         d = prob_delta_sql(c)
         # an advantage of 0 (or none) takes the low side, as prime-rl's torch.where(advantages > 0, high, low)
         cond = f"CASE WHEN {c.col(c.advantage)} > 0 THEN {d} > {self.high!r} ELSE {d} < {-self.low!r} END"
@@ -196,7 +196,7 @@ class MismatchRule:
     def sequence_sql(self, c: TokenColumns) -> str:
         """SQL aggregate (per sample): whether the rule masks any of the sample's trained tokens."""
         if self.per_sequence:
-            return f"(count(*) FILTER (WHERE {c.is_trained()}) > 0 AND {self._outside(self.sequence_log_sql(c))})"
+            return f"(count(*) FILTER (WHERE {c.is_trained()}) > 0 AND {self.outside(self.sequence_log_sql(c))})"
         return f"coalesce(bool_or({self.token_sql(c)}), false)"
 
     def token_window_sql(self, c: TokenColumns) -> str:
@@ -206,7 +206,7 @@ class MismatchRule:
             return self.token_sql(c)
         over = f"OVER (PARTITION BY {ident(c.sample)})"
         stat = f"{self._sequence_agg()}({log_ratio_sql(c)}) {over}"
-        return f"({c.is_trained()} AND {self._outside(stat)})"
+        return f"({c.is_trained()} AND {self.outside(stat)})"
 
     def rule_masked_count_sql(self, c: TokenColumns) -> str:
         """SQL aggregate (per sample): the trained tokens the rule masks."""
@@ -267,27 +267,83 @@ def sample_query(tokens: str, c: TokenColumns, rule: MismatchRule) -> str:
     return f"SELECT {ident(c.sample)}, {cols} FROM {tokens} GROUP BY {ident(c.sample)}"
 
 
-def step_figures() -> dict[str, str]:
+def rule_sample_sql(rule: MismatchRule, s: str, counts: str | None, logged: bool) -> dict[str, str]:
+    """Column name -> SQL of a sample's rule-dependent figures from its stored ones (``mismatch_metrics``, relation
+    alias ``s``): for a per-sequence rule the sequence ratio's log (``mismatch_log_ratio_sum``, or over
+    ``mismatch_tokens`` for the geometric mean); for a per-token rule the counts of one scan of the tokens
+    (``token_rule_query``, alias ``counts``). ``logged``: the samples have the log's own mask counts."""
+    trained = f"{s}.n_trained_tokens"
+    if rule.per_sequence:
+        stat = f"{s}.mismatch_log_ratio_sum"
+        if rule.kind == "geometric_mask":
+            stat = f"({stat} / nullif({s}.mismatch_tokens, 0))"
+        seq = f"coalesce({trained} > 0 AND {rule.outside(stat)}, false)"
+        rule_n = f"CASE WHEN {seq} THEN {trained} ELSE 0 END"
+        disagree = (f"CASE WHEN {seq} THEN coalesce({s}.logged_unmasked_tokens, 0) "
+                    f"ELSE coalesce({s}.logged_masked_tokens, 0) END") if logged else "0"
+    else:
+        rule_n = f"coalesce({counts}.rule_masked_tokens, 0)"
+        seq = f"({rule_n} > 0)"
+        disagree = f"coalesce({counts}.mask_disagreements, 0)" if logged else "0"
+    masked = f"coalesce({s}.logged_masked_tokens, {rule_n})" if logged else rule_n
+    return {"masked_tokens": f"({masked})::INTEGER",
+            "masked_fraction": f"({masked}) / nullif({trained}, 0)::DOUBLE",
+            "rule_masked_tokens": f"({rule_n})::INTEGER",
+            "rule_masked_fraction": f"({rule_n}) / nullif({trained}, 0)::DOUBLE",
+            "sequence_masked": seq, "mask_disagreements": f"({disagree})::INTEGER"}
+
+
+def token_rule_query(tokens: str, c: TokenColumns, rule: MismatchRule) -> str:
+    """SQL: per sample of ``tokens`` (token rows), the trained tokens a per-token rule masks and those where the
+    log's own mask says otherwise."""
+    return (f"SELECT {ident(c.sample)} AS sample_id, {rule.rule_masked_count_sql(c)} AS rule_masked_tokens, "
+            f"{rule.disagreements_sql(c)} AS mask_disagreements FROM {tokens} GROUP BY {ident(c.sample)}")
+
+
+TOKEN_ORDER = ("inference_logprob", "trainer_logprob", "mismatch_log_ratio", "importance_ratio", "mismatch_kl",
+               "prob_delta", "masked", "entropy", "advantage", "rule_masked", "mask_disagrees", "logged_mismatch_kl",
+               "logged_log_importance_ratio", "logged_importance_ratio", "logged_prob_delta", "is_masked",
+               "is_masked_high", "is_masked_low")  # the tokens frame's mismatch columns, in this order
+
+
+def token_select(present: set[str], rule: MismatchRule) -> list[str]:
+    """``expr AS name`` of the tokens frame's mismatch columns over token rows holding ``present`` (the unnested
+    fields, ``trained`` and ``sample_id`` besides): the fields as logged and, given both log-probs, the derived ones
+    (``token_fields``)."""
+    c = TokenColumns(logged_kl="logged_mismatch_kl" if "logged_mismatch_kl" in present else None,
+                     logged_mask="is_masked" if "is_masked" in present else None,
+                     entropy="entropy" if "entropy" in present else None,
+                     advantage="advantage" if "advantage" in present else None)
+    made = dict.fromkeys(present)
+    if {"inference_logprob", "trainer_logprob"} <= present:
+        made |= token_fields(c, rule)
+    return [f"{ident(n)}" if made[n] is None else f"{made[n]} AS {ident(n)}" for n in TOKEN_ORDER if n in made]
+
+
+def step_figures(trained: str = "trained_tokens", present: tuple[str, ...] = STEP_FIGURES) -> dict[str, str]:
     """Column name -> SQL aggregate of one step's samples (rows of ``sample_query`` with a step): each of
     ``STEP_FIGURES`` as the mean over samples with trained tokens, and its ``_p95`` / ``_p99``; the fraction of
     those sequences with a masked token (``masked_sequences_fraction``, by the log where it has its mask;
     ``rule_masked_sequences_fraction``), the token-weighted ``masked_token_fraction``, and the
     ``mask_disagreements``."""
-    has = "trained_tokens > 0"
-    out: dict[str, str] = {"samples": f"count(*) FILTER (WHERE {has})"}
-    for name in STEP_FIGURES:
+    has = f"{ident(trained)} > 0"
+    out: dict[str, str] = {}
+    for name in present:
         x = ident(name)
         out[name] = mean_sql(x)
         out[f"{name}_p95"] = f"quantile_cont({x}, 0.95)"
         out[f"{name}_p99"] = f"quantile_cont({x}, 0.99)"
+    if "masked_fraction" not in present:
+        return out
     out["masked_sequences_fraction"] = f"avg((masked_tokens > 0)::INT) FILTER (WHERE {has})"
     out["rule_masked_sequences_fraction"] = f"avg((rule_masked_tokens > 0)::INT) FILTER (WHERE {has})"
-    out["masked_token_fraction"] = "sum(masked_tokens) / nullif(sum(trained_tokens), 0)::DOUBLE"
+    out["masked_token_fraction"] = f"sum(masked_tokens) / nullif(sum({ident(trained)}), 0)::DOUBLE"
     out["mask_disagreements"] = "sum(mask_disagreements)"
     return out
 
 
 def step_query(samples: str, step: str = "step") -> str:
     """SQL: one row per step of ``samples`` (``sample_query``'s rows with a ``step`` column), by step."""
-    cols = ", ".join(f"{sql} AS {ident(name)}" for name, sql in step_figures().items())
+    figures = {"samples": "count(*) FILTER (WHERE trained_tokens > 0)", **step_figures()}
+    cols = ", ".join(f"{sql} AS {ident(name)}" for name, sql in figures.items())
     return f"SELECT {ident(step)}, {cols} FROM {samples} GROUP BY {ident(step)} ORDER BY {ident(step)}"

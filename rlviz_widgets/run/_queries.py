@@ -17,6 +17,7 @@ import pandas as pd
 
 from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.custom_columns import RESERVED
+from rlviz_widgets._mismatch import STEP_FIGURES, step_figures
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._sql import bin_count, mean_sql, std_sql
 from rlviz_widgets._where import condition, names_any
@@ -28,8 +29,12 @@ STAT_COLUMNS = {  # steps frame: output prefix -> samples column
     "kl": "kl_mean", "log_ratio": "log_ratio_mean", "length": "n_trained_tokens", "chars": "response_chars",
 }
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-TOKEN_METRIC_ORDER = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value")
-SIGNED_METRICS = ("token_reward", "log_ratio", "value")
+TOKEN_METRIC_ORDER = ("token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value",
+                      "mismatch_log_ratio", "importance_ratio", "mismatch_kl", "prob_delta", "entropy", "advantage",
+                      "inference_logprob", "trainer_logprob")
+SIGNED_METRICS = ("token_reward", "log_ratio", "value", "mismatch_log_ratio", "prob_delta", "advantage")
+LOGPROB_METRICS = ("logprob", "ref_logprob", "inference_logprob", "trainer_logprob")  # colour limits -10..0
+DERIVED_MISMATCH = ("mismatch_log_ratio", "importance_ratio", "mismatch_kl", "prob_delta")  # of the two log-probs
 DOMAIN_SAMPLES = 400  # samples whose tokens set a step's or the run's colour limits
 MAX_DOMAINS = 256  # colour limits kept (least recently asked dropped first)
 
@@ -216,6 +221,9 @@ class Frames(metaclass=ABCMeta):
                            for out in STAT_COLUMNS for k, q in enumerate(QUANTILES))
         order = [f"{out}_{s}" for out in STAT_COLUMNS
                  for s in ("mean", "std", "min", "max", *(f"p{round(q * 100):02d}" for q in QUANTILES))]
+        mismatch = step_figures("n_trained_tokens", tuple(f for f in STEP_FIGURES if f in self._rel.nums.kinds))
+        aggs += [f'{sql} AS "{name}"' for name, sql in mismatch.items()]
+        order += [f'"{name}"' for name in mismatch]
         return (f"SELECT step, samples, {', '.join(order)} FROM (SELECT *, {unpack} FROM ("
                 f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM {src} "
                 f"{'WHERE ' + where if where else ''} GROUP BY step)) ORDER BY step")
@@ -457,6 +465,8 @@ class Frames(metaclass=ABCMeta):
                         "reward": None if pd.isna(r["reward"]) else float(r["reward"]),
                         "n_tokens": 0 if pd.isna(r["n_tokens"]) else int(r["n_tokens"]),
                         "tokens": tokens, "metrics": metrics, **_sequence_arrays(g)})
+            if g is not None and "masked" in g:  # the mismatch mask (the log's, else the rule's)
+                out[-1]["masked"] = g["masked"].to_numpy(dtype=bool, na_value=False)
         return out
 
     @property
@@ -469,6 +479,8 @@ class Frames(metaclass=ABCMeta):
             names |= {"prob"}
         elif "ref_logprob" in names:
             names |= {"ref_prob"}
+        if {"inference_logprob", "trainer_logprob"} <= names:
+            names |= set(DERIVED_MISMATCH)
         return [m for m in TOKEN_METRIC_ORDER if m in names]
 
     def token_domain(self, metric: str, scope: str = "run", steps: Iterable[int] | None = None) -> tuple[float, float]:
@@ -482,7 +494,7 @@ class Frames(metaclass=ABCMeta):
             raise ValueError(f"scope={scope!r}: 'run', or 'step' with the steps to cover (steps=[...])")
         if metric in ("prob", "ref_prob"):
             return 0.0, 1.0
-        if metric in ("logprob", "ref_logprob"):
+        if metric in LOGPROB_METRICS:
             return -10.0, 0.0
         if metric not in self.token_metrics:
             raise KeyError(f"no token metric {metric!r}; this run has {', '.join(self.token_metrics)}")

@@ -23,18 +23,20 @@ from rlviz_widgets._ingest.custom_columns import (
     stored_column,
 )
 from rlviz_widgets._ingest.metrics import per_token_sql
+from rlviz_widgets._ingest.readers.mismatch_fields import TOKEN_NAMES as MISMATCH_NAMES
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN, non_scalar_message
+from rlviz_widgets._mismatch import MismatchRule, TokenColumns, rule_sample_sql, token_rule_query, token_select
 from rlviz_widgets._problems import Problem
-from rlviz_widgets._sql import literal
+from rlviz_widgets._sql import ident, literal
 from rlviz_widgets._store import cache as cachemod
 from rlviz_widgets._store import leases
 from rlviz_widgets.run._db import Cursors
 from rlviz_widgets.run._tokens import TokenFiles
 
 ID_STRIDE = 1_000_000_000  # sample_id = file_no * ID_STRIDE + line: readable, and exact in JavaScript
-TOKEN_FIELDS = {  # stored list column -> tokens frame column
+TOKEN_FIELDS = {  # stored list column -> tokens frame column (the mismatch fields of issue 32 last)
     "tokens": "token", "logprobs": "logprob", "ref_logprobs": "ref_logprob",
-    "values": "value", "token_rewards": "token_reward",
+    "values": "value", "token_rewards": "token_reward", **MISMATCH_NAMES,
 }
 TEXTS = ("prompt", "response", "ref_response", "ground_truth", "file", "id")  # samples columns kept out of _nums
 NO_SAMPLES = ("SELECT NULL::BIGINT sample_id, NULL::BIGINT step, NULL::VARCHAR prompt, NULL::VARCHAR response, "
@@ -118,7 +120,19 @@ def present_token_fields(states: Iterable) -> list[str]:
     return [f for f in TOKEN_FIELDS if f in present]
 
 
-def tokens_sql(fields: list[str], relation: str, limit: int | None = None, whole: bool = True) -> str:
+def tokens_sql(fields: list[str], relation: str, limit: int | None = None, whole: bool = True,
+               rule: MismatchRule | None = None) -> str:
+    """``_tokens_sql`` with the mismatch columns (``_mismatch.token_select``: as logged, and derived under ``rule``)
+    where the token files hold such fields."""
+    sql = _tokens_sql(fields, relation, limit, whole)
+    mine = [MISMATCH_NAMES[f] for f in fields if f in MISMATCH_NAMES]
+    if not mine:
+        return sql
+    cols = ", ".join(token_select(set(mine), rule or MismatchRule()))
+    return f"SELECT * EXCLUDE ({', '.join(map(ident, mine))}), {cols} FROM ({sql})"
+
+
+def _tokens_sql(fields: list[str], relation: str, limit: int | None = None, whole: bool = True) -> str:
     """One row per token of the token files registered as ``relation`` (``limit``: only the first that many
     tokens of each sample, cut before unnesting), with its turn, role and whether it is trained: a token file of
     response tokens only has none of them (every token the response's, trained). ``whole``: some files hold whole
@@ -133,7 +147,8 @@ def tokens_sql(fields: list[str], relation: str, limit: int | None = None, whole
         derived = ", " + per_token_sql()
     elif names & {"logprob", "ref_logprob"}:  # one of the two: its probability, still
         derived = ", exp(logprob) AS prob" if "logprob" in names else ", exp(ref_logprob) AS ref_prob"
-    order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value"]
+    order = ["token", "token_reward", "kl", "log_ratio", "logprob", "ref_logprob", "prob", "ref_prob", "value",
+             *MISMATCH_NAMES.values()]
     made = set(re.findall(r" AS (\w+)", derived))  # (names, not text: "logprob" is in "ref_logprob")
     out = [c for c in order if c in names or c in made]
     if not whole:
@@ -249,6 +264,10 @@ class FileParts:
         """The optional common columns some record has."""
         return [c for c in cachemod.OPTIONAL_COLUMNS if any(c in st.optional for st in self.states.values())]
 
+    def has_optional(self, column: str) -> bool:
+        """Whether some part holds the optional column (``cache.OPTIONAL_COLUMNS``)."""
+        return any(column in st.optional for st in self.states.values())
+
     def has_turns(self) -> bool:
         """Whether some part stores turns (a chat-shaped log; the others' are made from prompt and response)."""
         return any(cachemod.TURNS_COLUMN in st.optional for st in self.states.values())
@@ -357,7 +376,9 @@ class RunViews:
         self.system_prompt_end = options.system_prompt_end or None
         lock = threading.RLock()  # held while the views are remade: no cursor is made meanwhile
         self.tokens = TokenFiles(files.parts, files.part_steps, self.token_fields, lock)
-        self.cursors = Cursors(self.tokens.register, lock)
+        self.cursors = Cursors(self._register, lock)
+        self.rule: MismatchRule = options.rule()
+        self.rule_counts = None  # a per-token rule's counts per sample, of the views' tokens (``_rule_counts``)
         self.lease = leases.Lease(cache_root, owner)  # the parts the views read, while ``owner`` lives
         self.nums = NumsState()
         self.builds = 0  # how many times the views were made
@@ -388,8 +409,19 @@ class RunViews:
         self.tokens.map_all()
 
     def token_sources(self) -> list[tuple[str, object]]:
-        """(name, Arrow source) of the token files the tokens SQL names (none for a sample-level log)."""
-        return [self.tokens.source()] if self.token_fields() else []
+        """(name, Arrow source) of the token files the tokens SQL names (none for a sample-level log), and of a
+        per-token mismatch rule's counts the samples SQL names."""
+        out = [self.tokens.source()] if self.token_fields() else []
+        return out + ([(self.rule_relation(), self.rule_counts)] if self.rule_counts is not None else [])
+
+    def _register(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """A cursor given the token files and the rule's counts."""
+        self.tokens.register(cur)
+        if self.rule_counts is not None:
+            cur.register(self.rule_relation(), self.rule_counts)
+
+    def rule_relation(self) -> str:
+        return f"_rule_{id(self):x}_{self.tokens.version}"
 
     def leaves_samples_out(self) -> bool:
         """Whether the run's options keep only some samples of its files (a step range, a per-step cap)."""
@@ -472,16 +504,31 @@ class RunViews:
         source = self.source_sql(parts, lines, typed + (TURN_COUNTS if turned else []), pad, scan)
         counts = ("coalesce(s.n_turns, 2) AS n_turns, coalesce(s.n_tool_calls, 0) AS n_tool_calls" if turned else
                   "2::INTEGER AS n_turns, 0::INTEGER AS n_tool_calls")  # (a log without turns: prompt, response)
+        rule_sel, join = self.rule_sql()
         return f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id, s.step,
                    {self.text('s.prompt', prompt=True)} AS prompt, {self.text('s.response')} AS response,
                    s.reward, {self.text('s.ref_response')} AS ref_response, s.ref_reward, s.reward_gap,
                    s.ground_truth, {self.response_chars()} AS response_chars, s.n_tokens, s.n_trained_tokens,
                    {counts}, s.log_ratio_mean,
-                   s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel},
-                   s.file AS file, s.line AS line, s.short_name || ':' || s.line::VARCHAR AS id,
+                   s.log_ratio_sum, s.kl_mean, s.kl_sum, s.logprob_mean, s.value_mean, s.token_reward_sum {extra_sel}
+                   {rule_sel}, s.file AS file, s.line AS line, s.short_name || ':' || s.line::VARCHAR AS id,
                    s.file_no AS file_no
-            FROM {source} s
+            FROM {source} s {join}
             {where}"""
+
+    def rule_sql(self) -> tuple[str, str]:
+        """(the select list's rule-dependent mismatch columns, the join they need) of a run with the mismatch
+        figures (``_mismatch.rule_sample_sql``); a per-token rule's counts come from ``rule_counts``."""
+        if not self.files.has_optional("mismatch_log_ratio_sum"):
+            return "", ""
+        join = ""
+        if not self.rule.per_sequence:
+            rel = self.rule_relation() if self.rule_counts is not None else \
+                "(SELECT NULL::BIGINT AS sample_id, NULL::BIGINT AS rule_masked_tokens, " \
+                "NULL::BIGINT AS mask_disagreements WHERE false)"
+            join = f"LEFT JOIN {rel} rc ON rc.sample_id = s.file_no::BIGINT * {ID_STRIDE} + s.line"
+        cols = rule_sample_sql(self.rule, "s", "rc", self.files.has_optional("logged_masked_tokens"))
+        return "".join(f", {sql} AS {ident(name)}" for name, sql in cols.items()), join
 
     def response_chars(self) -> str:
         """The length of the response as shown (without pad tokens): counted when read for the default pad token,
@@ -574,15 +621,37 @@ class RunViews:
         fields = self.token_fields()
         if not parts or not fields:
             return NO_TOKENS
-        return tokens_sql(fields, self.tokens.relation(lines is not None), limit, self.files.whole_sequences())
+        return tokens_sql(fields, self.tokens.relation(lines is not None), limit, self.files.whole_sequences(),
+                          self.rule)
 
     # -- making the views ----------------------------------------------------------------------------
     def build(self) -> None:
         """Make the views over the parts as they are now (the caller holds ``tokens.lock``: no cursor is made
         meanwhile, each has the files its views name)."""
         self.tokens.renew()
+        self.rule_counts = None
         self.cursors.register_again()
+        self.count_rule()
         self.lease.hold(p for _, p in self.parts())
         with self.cursors.lock:
             build_views(self.cursor(), self, self.nums, self.files.part_lines(), by_file=True)
         self.builds += 1
+
+    def count_rule(self) -> None:
+        """A per-token rule's counts per sample, by one scan of every token (a per-sequence rule needs none: its
+        columns come from the samples' stored figures); given to every cursor."""
+        if self.rule.per_sequence or not self.files.has_optional("mismatch_log_ratio_sum"):
+            return
+        c = TokenColumns(logged_mask="is_masked" if "is_masked" in self.token_fields() else None,
+                         advantage="advantage" if "token_advantage" in self.token_fields() else None)
+        with self.cursor() as cur:
+            tokens = f"({self.tokens_sql(self.parts())})"
+            self.rule_counts = cur.sql(token_rule_query(tokens, c, self.rule)).to_arrow_table()
+        self.cursors.register_again()
+
+    def set_rule(self, rule: MismatchRule) -> None:
+        """Another mismatch rule: the views made again, every sample's rule columns with them."""
+        with self.tokens.lock:
+            self.rule = rule
+            self.nums.made = None  # the rule's columns of every sample change: ``_nums`` made whole
+            self.build()

@@ -11,6 +11,7 @@ import numpy as np
 from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.readers import READERS
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN
+from rlviz_widgets._mismatch import MismatchRule
 from rlviz_widgets._sql import ident, literal
 from rlviz_widgets._store import cache as cachemod
 
@@ -32,6 +33,11 @@ class OpenOptions:
     steps: tuple[int | None, int | None] | None = None
     cache_dir: str | Path | None = None
     progress: bool = True
+    mismatch_rule: MismatchRule | str | None = None
+
+    def rule(self) -> MismatchRule:
+        """The mismatch rule (the default one where none was given)."""
+        return self.mismatch_rule or MismatchRule()
 
     def __post_init__(self) -> None:
         for name in ("pad_token", "system_prompt_end"):
@@ -43,6 +49,7 @@ class OpenOptions:
         # frozen: the checked values are set once, here
         object.__setattr__(self, "max_samples_per_step", _cap_option(self.max_samples_per_step))
         object.__setattr__(self, "steps", _steps_option(self.steps))
+        object.__setattr__(self, "mismatch_rule", mismatch_rule_option(self.mismatch_rule))
 
     def cache_root(self) -> Path:
         """The cache dir as an absolute folder (default: ``$RLVIZ_CACHE_DIR``, else the user cache dir)."""
@@ -65,6 +72,16 @@ class OpenOptions:
         """The per-step cap a reader can skip lines by (None: none, or one past every 64-bit step count)."""
         cap = self.max_samples_per_step
         return None if cap is None or cap >= _INT64.max else cap
+
+
+def mismatch_rule_option(rule) -> MismatchRule | None:
+    """``mismatch_rule`` checked: None (the default rule), a ``MismatchRule``, or a rule kind's name (its framework's
+    default bounds)."""
+    if rule is None or isinstance(rule, MismatchRule):
+        return rule
+    if isinstance(rule, str):
+        return MismatchRule(rule)
+    raise TypeError(f"mismatch_rule= takes a MismatchRule (or a rule kind's name), not {rule!r}")
 
 
 def inverted_range_message(name: str, lo, hi) -> str:

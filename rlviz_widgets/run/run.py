@@ -14,17 +14,18 @@ from rlviz_widgets._ingest.readers.detect import detect
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN
 from rlviz_widgets._ingest.readers.selective import SelectiveReader
 from rlviz_widgets._ingest.sources import absolute, source_key
+from rlviz_widgets._mismatch import MismatchRule
 from rlviz_widgets.run._queries import Frames
 from rlviz_widgets.run._sync import FileSync
 from rlviz_widgets.run._views import FileParts, RunViews
-from rlviz_widgets.run.options import OpenOptions, warn_unused
+from rlviz_widgets.run.options import OpenOptions, mismatch_rule_option, warn_unused
 
 
 def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
              pad_token: str | None = DEFAULT_PAD_TOKEN,
              system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
              steps: tuple[int | None, int | None] | None = None, cache_dir: str | os.PathLike | None = None,
-             progress: bool = True) -> Run:
+             progress: bool = True, mismatch_rule: MismatchRule | str | None = None) -> Run:
     """Open rollout logs: a folder (every log file below it), a file, a glob, or a list of these.
 
     ``format`` is ``"auto"`` (from the file names and first records), ``"rlb"`` (RL Logging
@@ -41,11 +42,15 @@ def open_run(source, *, format: str = "auto", columns: dict[str, str] | None = N
     where each line's step can be told from its bytes (``run.skipped_lines`` counts them; their
     problems go unreported). The columnar cache lives in ``cache_dir`` (default:
     ``$RLVIZ_CACHE_DIR`` or the user cache dir), never in the log folder. ``progress``: a progress bar
-    (in a notebook, else in the terminal) when a first open takes more than half a second.
+    (in a notebook, else in the terminal) when a first open takes more than half a second. ``mismatch_rule``: which
+    trained tokens a rollout–trainer mismatch correction masks (a ``MismatchRule``, or a rule kind's name; default:
+    TRL's ``sequence_mask``), for the mismatch columns of logs with both log-probs; ``run.mismatch_rule = ...``
+    changes it later.
     """
     return Run.with_options(source, OpenOptions(
         format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token, system_prompt_end=system_prompt_end,
-        max_samples_per_step=max_samples_per_step, steps=steps, cache_dir=cache_dir, progress=progress))
+        max_samples_per_step=max_samples_per_step, steps=steps, cache_dir=cache_dir, progress=progress,
+        mismatch_rule=mismatch_rule))
 
 
 def _selective(reader, options: OpenOptions) -> SelectiveReader | None:
@@ -62,11 +67,12 @@ class Run(Frames):
     def __init__(self, source, *, format: str = "auto", columns: dict[str, str] | None = None, tokenizer=None,
                  pad_token: str | None = DEFAULT_PAD_TOKEN,
                  system_prompt_end: str | None = None, max_samples_per_step: int | None = None,
-                 steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True):
+                 steps: tuple[int | None, int | None] | None = None, cache_dir=None, progress: bool = True,
+                 mismatch_rule: MismatchRule | str | None = None):
         self._start(source, OpenOptions(format=format, columns=columns, tokenizer=tokenizer, pad_token=pad_token,
                                         system_prompt_end=system_prompt_end,
                                         max_samples_per_step=max_samples_per_step, steps=steps,
-                                        cache_dir=cache_dir, progress=progress))
+                                        cache_dir=cache_dir, progress=progress, mismatch_rule=mismatch_rule))
 
     @classmethod
     def with_options(cls, source, options: OpenOptions) -> Run:
@@ -105,6 +111,40 @@ class Run(Frames):
     def relations(self) -> RunViews:
         """What a ``RunSet`` reads this run through: its SQL, parts and token files (not a user API)."""
         return self._views
+
+    @property
+    def mismatch_rule(self) -> MismatchRule:
+        """The rule the mismatch columns mask by (``masked_tokens``, ``rule_masked_tokens``, the tokens' ``masked``...).
+        Set it to another (a ``MismatchRule`` or a kind's name) to have every figure worked out under it."""
+        return self._views.rule
+
+    @mismatch_rule.setter
+    def mismatch_rule(self, rule: MismatchRule | str | None) -> None:
+        rule = mismatch_rule_option(rule) or MismatchRule()
+        if rule != self._views.rule:
+            self._views.set_rule(rule)
+            self.generation += 1
+
+    @property
+    def steps_in_progress(self) -> list[int]:
+        """The steps whose files the format says are still being written (prime-rl: a step folder without its
+        ``STABLE`` marker), as of now; their samples so far are in every frame."""
+        check = getattr(self._views.reader, "being_written", None)
+        if check is None:
+            return []
+        nos = [self._views.files.file_no[p] for p in self._views.files.states if check(p)]
+        if not nos:
+            return []
+        return [s for (s,) in self._rel.execute(f"SELECT DISTINCT step FROM _nums WHERE file_no IN "
+                                                 f"({', '.join(map(str, nos))}) ORDER BY step").fetchall()]
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per step (``Frames.steps``); for a format whose steps can be unfinished, ``in_progress``."""
+        df = Frames.steps.fget(self)
+        if getattr(self._views.reader, "being_written", None) is not None:
+            df["in_progress"] = df["step"].isin(self.steps_in_progress)
+        return df
 
     # -- reading ---------------------------------------------------------------------------
     def refresh(self) -> bool:

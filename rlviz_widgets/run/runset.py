@@ -146,7 +146,7 @@ class SetViews:
         # the runs' token files as of now, kept for the set's cursors: a run refreshed meanwhile names its new
         # ones otherwise, and the set's views name these until the set follows (``follow``)
         self._token_runs = [r.relations for r in self.runs.values() if r.relations.token_fields()]
-        self._token_sources = [rel.tokens.source() for rel in self._token_runs]
+        self._token_sources = [src for r in self.runs.values() for src in r.relations.token_sources()]
         self.names()  # custom fields named over every run's keys at once, before any run's SQL asks
 
     def build(self) -> None:
@@ -273,8 +273,9 @@ class SetViews:
         for r in self.runs.values():
             r.relations.map_token_files()
         with self.cursors.lock:
-            self._token_sources = [(n, rel.tokens.source()[1] if n == rel.tokens.relation() else src)
-                                   for (n, src), rel in zip(self._token_sources, self._token_runs)]
+            by_name = {rel.tokens.relation(): rel for rel in self._token_runs}  # (a rule's counts: no token file)
+            self._token_sources = [(n, by_name[n].tokens.source()[1] if n in by_name else src)
+                                   for n, src in self._token_sources]
 
 
 def _of_run(name: str, samples: str) -> str:

@@ -20,5 +20,5 @@ READERS: dict[str, type[Reader]] = {"rlb": RLBReader, "verl": VerlReader, "trl":
                                     "prime": PrimeReader, "columns": ColumnsReader}
 
 __all__ = ["DEFAULT_PAD_TOKEN", "READERS", "ChatReader", "ColumnsReader", "FileReader", "JsonlFormat", "JsonlReader",
-           "LineReader", "NemoReader", "OpenInstructReader", "PrimeReader", "RLBReader", "Reader", "TRLReader", "VerlReader",
-           "non_scalar_message"]
+           "LineReader", "NemoReader", "OpenInstructReader", "PrimeReader", "RLBReader", "Reader", "TRLReader",
+           "VerlReader", "non_scalar_message"]
