@@ -13,7 +13,9 @@ generation log-probs, ``advantage`` is the mean advantage over the response toke
 prompt's text within the step (NeMo repeats each prompt once per generation). Messages (``_chat``): in train files
 (texts, no roles) those before the trained span are the prompt, then assistant and environment by turns; val files'
 ``{role, content}`` objects are read as chat messages (``chat``); ``answer`` is the last assistant text.
-``prev_logprobs`` are not kept (they are the training policy's, not a reference model's).
+The mismatch fields (issue 32): ``generation_logprobs`` are the sampler's (``inference_logprob``), ``prev_logprobs``
+the trainer's (``trainer_logprob``), over the whole sequence; ``prev_logprobs`` all 0.0 (their computation skipped)
+are none, and neither field is then kept.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rlviz_widgets._ingest.readers.chat import Chat, conversation, messages_chat
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.sql import field_ref, json_number, reports_sql
 from rlviz_widgets._ingest.readers.markers import marker_turns
+from rlviz_widgets._ingest.readers.mismatch_fields import helper
 from rlviz_widgets._ingest.readers.sequence import train_turns, with_sequence_columns
 from rlviz_widgets._ingest.readers.tokens import decode_ids
 
@@ -49,7 +52,8 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
         if c not in mapped:
             schema.pop(f[c], None)
     schema.update({"content": "JSON", "rewards": "JSON", "input_lengths": "JSON", "token_ids": "BIGINT[][]",
-                   "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]"})
+                   "token_loss_mask": "DOUBLE[][]", "advantages": "FLOAT[][]", "generation_logprobs": "FLOAT[][]",
+                   "prev_logprobs": "FLOAT[][]"})
     _read_content(ex, mapped)
     n = "(r.input_lengths->'$[0]')::BIGINT"
     has_n = "json_type(r.input_lengths->'$[0]') IN ('BIGINT', 'UBIGINT')"
@@ -78,6 +82,10 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
     ex["_trained"] = (f"CASE WHEN r.token_loss_mask[1] IS NOT NULL THEN list_transform({whole('r.token_loss_mask')}, "
                       f"lambda m: coalesce(m > 0, false)) WHEN r.generation_logprobs[1] IS NOT NULL THEN "
                       f"list_transform({whole('r.generation_logprobs')}, lambda x: coalesce(x <> 0, false)) END")
+    # the trainer's log-probs, where computed (all 0.0: skipped), against the sampler's
+    prev = "list_bool_or(list_transform(r.prev_logprobs[1], lambda x: x <> 0))"
+    ex[helper("inference_logprob")] = f"CASE WHEN {prev} THEN {whole('r.generation_logprobs')} END"
+    ex[helper("trainer_logprob")] = f"CASE WHEN {prev} THEN {whole('r.prev_logprobs')} END"
     nan_advantage = None
     if "advantage" not in mapped:
         mean = f"list_avg({response_only('r.advantages')})::DOUBLE"

@@ -16,7 +16,9 @@ from rlviz_widgets._ingest.readers.tokens import id_strings
 TEXT_FIELDS = ("prompt", "response", "ref_response")
 NUMBER_FIELDS = ("reward", "ref_reward")
 ALIASES = {"response_tokens": "tokens", "token": "tokens", "group": "group_id", "uid": "group_id"}
-COMMON = (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", "tokens", *ARRAYS, "group_id", "advantage")
+MISMATCH_FIELDS = ("inference_logprob", "trainer_logprob", "entropy")  # per-token lists (issue 32), where logged
+COMMON = (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", "tokens", *ARRAYS, "group_id", "advantage",
+          *MISMATCH_FIELDS)
 
 
 def normalize_columns(columns: dict[str, str] | None) -> dict[str, str]:
@@ -36,6 +38,8 @@ def default_fields() -> dict[str, str]:
     """Common field -> the record key holding it, where a format writes every field under its common name."""
     base = {f: f for f in (*TEXT_FIELDS, *NUMBER_FIELDS, "step", "ground_truth", *ARRAYS, "advantage")}
     base["tokens"] = "response_tokens"
+    # RL Logging Board's schema as users extend it: the sampler's and the trainer's log-probs beside ``logprobs``
+    base |= {"inference_logprob": "rollout_logprobs", "trainer_logprob": "old_logprobs", "entropy": "entropy"}
     return base
 
 

@@ -20,7 +20,8 @@ from rlviz_widgets._ingest.metrics import ARRAYS
 from rlviz_widgets._ingest.readers.jsonl.arrow import mask
 from rlviz_widgets._ingest.readers.jsonl.format import JsonlFormat
 from rlviz_widgets._ingest.readers.jsonl.keyscan import LONG_KEY
-from rlviz_widgets._ingest.readers.options import NUMBER_FIELDS, TEXT_FIELDS
+from rlviz_widgets._ingest.readers.mismatch_fields import helper
+from rlviz_widgets._ingest.readers.options import MISMATCH_FIELDS, NUMBER_FIELDS, TEXT_FIELDS
 from rlviz_widgets._sql import ident, literal
 
 WIDE_EXTRAS = 256  # more custom keys than this in a chunk: read from a map of each record, not a struct of them all
@@ -81,9 +82,30 @@ def record_spec(fmt: JsonlFormat, fields: Mapping[str, str], mapped: set[str], k
     ex["group_id"] = json_text(f"coalesce({', '.join(field_ref(k) for k in groups)})") if groups else \
         "NULL::VARCHAR"
     used |= (set(fmt.group_keys) | set(groups)) - set(fmt.kept_group_keys)
+    _mismatch_spec(schema, ex, used, f, mapped, keys)
     if fmt.adjust is not None:
         fmt.adjust(schema, ex, used, f, mapped)
     return schema, ex, used
+
+
+def _mismatch_spec(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f: Mapping[str, str],
+                   mapped: set[str], keys: set[str]) -> None:
+    """The sampler's and the trainer's log-probs and the entropy (``mismatch_fields``), where a chunk has one of the
+    log-prob lists (``columns=`` or, in RL Logging Board's schema as users extend it, ``rollout_logprobs`` /
+    ``old_logprobs``, the other side then ``logprobs``); else an ``entropy`` field stays the custom field it is."""
+    have = [c for c in MISMATCH_FIELDS if c in mapped or f[c] in keys]
+    if not {"inference_logprob", "trainer_logprob"} & set(have):
+        return
+    schema.update({f[c]: "FLOAT[]" for c in have})
+    used.update(f[c] for c in have)
+    refs = {c: field_ref(f[c]) if c in have else None for c in MISMATCH_FIELDS}
+    own = field_ref(f["logprobs"])  # the one side a log gives beside the other
+    ex[helper("inference_logprob")] = refs["inference_logprob"] or f"CASE WHEN {refs['trainer_logprob']} IS NOT " \
+                                                                   f"NULL THEN {own} END"
+    ex[helper("trainer_logprob")] = refs["trainer_logprob"] or f"CASE WHEN {refs['inference_logprob']} IS NOT " \
+                                                               f"NULL THEN {own} END"
+    if refs["entropy"]:
+        ex[helper("entropy")] = refs["entropy"]
 
 
 def transform(con: duckdb.DuckDBPyConnection, spec: Spec, keys: set[str], unwrap: Callable[[str], str] | None,
