@@ -249,8 +249,8 @@ _MAGIC = ((b"\x1f\x8b", "compressed_file", COMPRESSED_LOG), (b"\xfd7zXZ\x00", "c
           (b"PAR1", "parquet_file", PARQUET_LOG))
 
 
-FORMATS_READ = ("logs are JSON lines, one record per line (format= rlb, verl, openinstruct, nemo, chat, or columns= "
-                "to map any record's fields), or TRL's Parquet completions (format='trl')")
+FORMATS_READ = ("logs are JSON lines, one record per line (format= rlb, verl, openinstruct, nemo, chat, prime, or "
+                "columns= to map any record's fields), or TRL's Parquet completions (format='trl')")
 NOT_JSON_LINES = "{what}, not JSON lines: not read; " + FORMATS_READ
 # the first bytes of files that are no log at all (kept for another tool: a table, an array, a checkpoint)
 _NOT_LOGS = ((b"\x80", "a Python pickle"), (b"\x93NUMPY", "a NumPy array"),
