@@ -1,5 +1,5 @@
 """prime-rl token exports and NeMo-RL train dumps with trainer log-probs, written as the frameworks' writers write
-them (docs/mismatch-sources.md; docs/upstream-writers.md §3, §5, §6).
+them (docs/upstream-writers.md §3, §5, §6, §9).
 
 prime-rl ``TokenExporter`` (``src/prime_rl/trainer/rl/token_export.py``), one generation per key set:
 
