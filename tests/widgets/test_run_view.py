@@ -720,3 +720,42 @@ def test_a_picked_conversation_shows_its_turns_and_selected_turns(tmp_path, cach
     view.selected_ids = []
     assert view.detail == {} and view.selected_turns.empty
 
+
+
+def test_a_prime_rl_export_gets_the_mismatch_panels_and_a_live_rule(tmp_path, cache_dir):
+    """Issue 32: a run with both log-probs and entropy draws the mismatch and entropy panels; the table sorts by
+    the largest |log ratio|; changing view.mismatch_rule works every figure out again (the table, the frames, the
+    strip's masked tokens) and a bad rule is refused with the run's message."""
+    from prime_formats import ChatMLTokenizer, write_prime
+
+    write_prime(tmp_path / "prime", steps=(1, 2, 3), prompts=3, n=4, seed=2)
+    view = rw.RunView(tmp_path / "prime", tokenizer=ChatMLTokenizer(), cache_dir=cache_dir, progress=False,
+                      mismatch_rule="token_mask")
+    assert view.mismatch_rule == view.run.mismatch_rule and view.mismatch_rule.kind == "token_mask"
+    titles = [c.get("title") for c in view.chart.spec["concat"]]
+    assert {"mismatch KL (k3): mean and p95 over sequences", "mean token entropy (trained tokens)"} <= set(titles)
+    sent = view._datasets()["steps"]  # what the chart is sent: the panels' columns beside the others
+    assert {"mismatch_kl_mean", "mismatch_kl_mean_p95", "masked_sequences_fraction", "entropy_mean"} <= set(sent)
+    assert {"mismatch_log_ratio_abs_max", "masked_fraction", "entropy_mean"} <= set(view.table.visible_columns)
+    view.table.sort_by, view.table.sort_desc = "mismatch_log_ratio_abs_max", True
+    content, _ = call(view.table, "rows", offset=0, limit=5)
+    col = [c["name"] for c in view.table.columns].index("mismatch_log_ratio_abs_max")
+    top = [r[col] for r in content["result"]["rows"]]
+    assert top == sorted(top, reverse=True)
+    assert top[0] == pytest.approx(view.run.samples.mismatch_log_ratio_abs_max.max(), rel=1e-6)
+
+    before = view.run.samples.set_index("sample_id").rule_masked_tokens
+    view.mismatch_rule = rw.MismatchRule(kind="token_mask", high=1.0001, low=0.9999)  # masks nearly every token
+    after = view.run.samples.set_index("sample_id").rule_masked_tokens
+    assert (after >= before).all() and after.sum() > before.sum()
+    assert view.mismatch_rule.high == 1.0001
+    # the strip marks the masked tokens: as the log masked them where it says (prime-rl's is_masked)
+    sid = int(view.run.samples.sort_values("masked_tokens").sample_id.iloc[-1])
+    view.selected_ids = [sid]
+    content, buffers = call(view.strip, "strips")
+    (sample,) = content["result"]["samples"]
+    masked = np.frombuffer(bytes(buffers[sample["flags"]["masked"]]), dtype=np.uint8)
+    assert masked.tolist() == view.selected_tokens.masked.astype(int).tolist() and masked.sum() > 0
+    with pytest.raises(traitlets.TraitError):
+        view.mismatch_rule = "no such rule"
+    assert view.mismatch_rule.high == 1.0001  # unchanged

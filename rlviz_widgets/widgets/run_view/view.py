@@ -13,6 +13,7 @@ import traitlets
 
 from rlviz_widgets import _chart_data as chart_data
 from rlviz_widgets import _charts as charts
+from rlviz_widgets._mismatch import MismatchRule
 from rlviz_widgets._sql import bin_count
 from rlviz_widgets.run.run import Run, open_run
 from rlviz_widgets.run.runset import RunSet
@@ -87,18 +88,26 @@ class RunView(RpcWidget):
     selected_turns = traitlets.Instance(pd.DataFrame, allow_none=True,
                                         help="The turns of the picked samples, one row per turn (run.turns).")
 
+    mismatch_rule = traitlets.Any(None, allow_none=True,
+                                  help="Which trained tokens a rollout-trainer mismatch correction masks (a "
+                                       "MismatchRule, or a kind's name); set it to work every figure out again.")
+
     follow = traitlets.Bool(False, help="Watch the logs of a run still training (new lines and files).")
 
     follow_interval = traitlets.Float(3.0, help="Seconds between two looks at the logs while following.")
 
     def __init__(self, source: Run | str | os.PathLike | list | dict, *, bins: int = 30, follow: bool = False,
-                 follow_interval: float = 3.0, **open_run_options):
+                 follow_interval: float = 3.0, mismatch_rule: MismatchRule | str | None = None,
+                 **open_run_options):
         """``source``: what ``open_run`` takes, a ``Run`` already open, or a dict of them (runs overlaid); ``bins``:
         reward bins of the heat map and histograms; ``follow``: look at the logs every ``follow_interval``
-        seconds; ``open_run_options``: passed to ``open_run`` (``steps=`` there keeps only those steps in the
-        run; ``filter(steps=...)`` brushes them in the view)."""
+        seconds; ``mismatch_rule``: the rule of the mismatch columns (``open_run``'s; it may be changed live);
+        ``open_run_options``: passed to ``open_run`` (``steps=`` there keeps only those steps in the run;
+        ``filter(steps=...)`` brushes them in the view)."""
         bins = bin_count(bins)  # before the logs are read: bins=0 failed only when the front end asked for data
         self.run = _open(source, open_run_options)
+        if mismatch_rule is not None:
+            _set_rule(self.run, mismatch_rule)
         self._runs = chart_data.run_names(self.run)
         self._generation = self.run.generation  # the run's data this view shows
         self.bins = bins
@@ -121,6 +130,7 @@ class RunView(RpcWidget):
         self._show_groups()
         self.follow_interval = follow_interval
         self.follow = follow
+        self.set_trait("mismatch_rule", getattr(self.run, "mismatch_rule", None))
 
     def _make_parts(self) -> None:
         run = self.run
@@ -396,6 +406,22 @@ class RunView(RpcWidget):
             self.groups_box.build(self.strip.color_by)
 
     # -- a run still training ----------------------------------------------------------------------
+    @traitlets.validate("mismatch_rule")
+    def _check_rule(self, proposal):
+        if proposal["value"] is None and isinstance(self.run, RunSet):
+            return None
+        try:
+            _set_rule(self.run, proposal["value"])
+        except (TypeError, ValueError) as e:
+            raise traitlets.TraitError(str(e)) from None
+        return self.run.mismatch_rule
+
+    @traitlets.observe("mismatch_rule")
+    def _on_rule(self, _change) -> None:
+        if self.run.generation != self._generation:  # the figures moved: every part shows them again
+            self._generation = self.run.generation
+            self._data_changed()
+
     def poll(self) -> bool:
         """Read what was appended to the logs since the last look; update every part. True if anything changed."""
         self.run.refresh()
@@ -482,6 +508,14 @@ class RunView(RpcWidget):
         exported notebook)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         return with_fallback(bundle, lambda: fallback.run_view(self, html.escape(" · ".join(self.header))))
+
+
+def _set_rule(run: Run, rule) -> None:
+    """Puts the mismatch rule on the run (a set of runs has one per run: set it on those)."""
+    if isinstance(run, RunSet):
+        raise TypeError("a set of runs has a mismatch rule per run: open each with mismatch_rule=, or set "
+                        "view.run.runs[name].mismatch_rule")
+    run.mismatch_rule = rule
 
 
 def _open(source, options: dict) -> Run:
