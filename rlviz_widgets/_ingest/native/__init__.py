@@ -23,7 +23,7 @@ from rlviz_widgets._ingest.pages import plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
-ABI = 3  # arrays.c's rlviz_abi(): the functions' arguments as called here
+ABI = 4  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -102,6 +102,9 @@ def _declare(lib) -> None:
     lib.rlviz_find_vector.restype, lib.rlviz_find_vector.argtypes = ctypes.c_int32, []
     lib.rlviz_set_powers.restype = None
     lib.rlviz_set_powers.argtypes = [p, p]
+    lib.rlviz_messages.restype = ctypes.c_int64
+    lib.rlviz_messages.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p, p, p, ctypes.c_int64, ctypes.c_int64,
+                                   p, p, p, p, p, p, p, p]
 
 
 def _abi(fn) -> int:
@@ -156,6 +159,71 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
                                              pa.py_buffer(sdata[:soffs[count]].copy()))
         texts = _list(slist, values, svalid)
     return out, lists, texts
+
+
+MESSAGE_TEXTS = ("prompt", "response", "answer", "role", "text", "tool_name", "tool_arguments", "tool_call_id",
+                 "reasoning")  # messages.c's text columns, in its order: by line, then by turn row
+
+
+def read_messages(lines: pa.LargeStringArray, key: str) -> dict[str, pa.Array] | None:
+    """What ``messages.c`` reads of the chat messages under the top-level ``key`` of each line, or None (no compiled
+    function, nothing to read, or out of room): ``lines`` (those it read with their messages written as []),
+    ``handled`` (bool, by line: read here; the others are Python's, as before), ``prompt``, ``response``, ``answer``
+    (by line, null where not read), ``n_turns``, ``n_tool_calls`` (int32 by line), ``row_offsets`` (int32, n + 1: each
+    line's turn rows), and by turn row ``turn`` (int32), ``trained`` (bool) and the texts ``role`` ... ``reasoning``."""
+    lib = library()
+    n = len(lines)
+    if lib is None or n == 0:
+        return None
+    offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
+    data = np.frombuffer(lines.buffers()[2], np.uint8)
+    size = int(offsets[-1] - offsets[0])
+    if size + 64 > INT32_LIMIT:  # the texts' offsets are int32
+        return None
+    cap, cap_rows = size + 64, size // 2 + 2  # a text is no longer than the JSON it comes from; a row takes 2 bytes
+    texts = [_scratch(f"m{k}", cap, np.uint8) for k in range(len(MESSAGE_TEXTS))]
+    toffs = [np.empty((n if k < 3 else cap_rows) + 1, np.int32) for k in range(len(MESSAGE_TEXTS))]
+    valid = [np.empty(n if k < 3 else cap_rows, np.uint8) for k in range(len(MESSAGE_TEXTS))]
+    turn, trained = _scratch("mturn", cap_rows, np.int32), _scratch("mtrained", cap_rows, np.uint8)
+    row_offs, n_turns, n_calls = np.empty(n + 1, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    handled = np.empty(n, np.uint8)
+    text, lineoffs = _scratch("mtext", size, np.uint8), np.empty(n + 1, np.int64)
+    raw = key.encode()
+    ptrs = [(ctypes.c_void_p * len(a))(*map(_ptr, a)) for a in (texts, toffs, valid)]
+    rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), *ptrs, cap, cap_rows, _ptr(turn),
+                              _ptr(trained), _ptr(row_offs), _ptr(n_turns), _ptr(n_calls), _ptr(handled), _ptr(text),
+                              _ptr(lineoffs))
+    if rows < 0:
+        return None
+    ok = handled.astype(bool)
+    out = {"lines": pa.LargeStringArray.from_buffers(n, pa.py_buffer(lineoffs),
+                                                     pa.py_buffer(text[:lineoffs[-1]].copy())),
+           "handled": pa.array(ok), "n_turns": pa.array(n_turns, mask=~ok), "n_tool_calls": pa.array(n_calls, mask=~ok),
+           "row_offsets": pa.array(row_offs), "turn": pa.array(turn[:rows].copy()),
+           "trained": pa.array(trained[:rows].astype(bool))}
+    for k, name in enumerate(MESSAGE_TEXTS):
+        m = n if k < 3 else rows
+        out[name] = _strings(toffs[k][:m + 1], texts[k], valid[k][:m])
+    return out
+
+
+INT32_LIMIT = 2**31 - 1
+
+
+def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.StringArray:
+    """A string array of C's offsets, bytes and validity (copied out of the scratch arrays)."""
+    nulls = int(len(valid) - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid.astype(bool), bitorder="little")) if nulls else None
+    return pa.StringArray.from_buffers(len(valid), pa.py_buffer(offsets.copy()),
+                                       pa.py_buffer(data[:offsets[-1]].copy()), bitmap, nulls)
+
+
+def read_messages_later(lines: pa.LargeStringArray, key: str, then) -> Future | None:
+    """``then(read_messages(lines, key))`` on the thread of ``read_arrays_later`` (None at once without the compiled
+    function): the reading thread goes on to the next chunk meanwhile."""
+    if library() is None:
+        return None
+    return _thread.submit(lambda: then(read_messages(lines, key)))
 
 
 FIND_BLOCK = 1 << 20  # bytes looked through per call: the positions' scratch is 8x that

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\r' || (c) == '\n')
+#include "json.h"
 
 /* Powers of ten as 128-bit mantissas (the Eisel-Lemire table), set once by rlviz_set_powers. */
 #define POW_MIN (-348)
@@ -22,8 +22,9 @@
 static uint64_t POW_HI[POW_MAX - POW_MIN + 1], POW_LO[POW_MAX - POW_MIN + 1];
 
 /* The interface's version: rlviz_widgets.native leaves a library of another alone (one built from older sources,
- * say, left in place by a checkout that changed them without a rebuild), as calls with other arguments would crash. */
-int32_t rlviz_abi(void) { return 3; }
+ * say, left in place by a checkout that changed them without a rebuild), as calls with other arguments would crash.
+ * It counts the changes of every function of the library (messages.c's and find.c's too). */
+int32_t rlviz_abi(void) { return 4; }
 
 void rlviz_set_powers(const uint64_t *hi, const uint64_t *lo) {
     memcpy(POW_HI, hi, sizeof POW_HI);
@@ -172,150 +173,6 @@ static const uint8_t *number(const uint8_t *p, const uint8_t *e, float *out) {
     if (f - f != 0.0f) return NULL;  /* past float32's range: DuckDB makes it null (and reports it) */
     *out = f;
     return p;
-}
-
-/* Past the string starting at p (its opening quote); NULL if it does not end on this line. */
-static const uint8_t *string_end(const uint8_t *p, const uint8_t *e) {
-    p++;
-    while (p < e) {
-        const uint8_t *q = memchr(p, '"', (size_t)(e - p));
-        if (!q) return NULL;
-        /* the quote ends the string unless an odd number of backslashes precede it */
-        const uint8_t *b = q;
-        while (b > p && b[-1] == '\\') b--;
-        if (((q - b) & 1) == 0) return q + 1;
-        p = q + 1;
-    }
-    return NULL;
-}
-
-/* Past any JSON value at p: only the structure is followed (DuckDB checks the rest). */
-static const uint8_t *value_end(const uint8_t *p, const uint8_t *e) {
-    if (p >= e) return NULL;
-    if (*p == '"') return string_end(p, e);
-    if (*p == '{' || *p == '[') {
-        int depth = 0;
-        while (p < e) {
-            uint8_t c = *p;
-            if (c == '"') {
-                p = string_end(p, e);
-                if (!p) return NULL;
-                continue;
-            }
-            if (c == '{' || c == '[') depth++;
-            else if (c == '}' || c == ']') {
-                if (--depth == 0) return p + 1;
-            }
-            p++;
-        }
-        return NULL;
-    }
-    while (p < e && *p != ',' && *p != '}' && *p != ']' && !WS(*p)) p++;
-    return p;
-}
-
-/* The length of the UTF-8 character at p (strict: no overlong forms, surrogates or code points past U+10FFFF),
- * or 0 when the bytes are not one. */
-static int utf8_char(const uint8_t *p, const uint8_t *e) {
-    uint8_t c = p[0];
-    int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (n == 0 || c > 0xF4 || e - p < n) return 0;
-    uint8_t lo = 0x80, hi = 0xBF;  /* the range of the second byte */
-    if (c == 0xE0) lo = 0xA0;
-    else if (c == 0xED) hi = 0x9F;
-    else if (c == 0xF0) lo = 0x90;
-    else if (c == 0xF4) hi = 0x8F;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (int k = 2; k < n; k++)
-        if ((p[k] & 0xC0) != 0x80) return 0;
-    return n;
-}
-
-static int hex4(const uint8_t *p, const uint8_t *e, uint32_t *out) {
-    if (e - p < 4) return 0;
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = p[k];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* The JSON string at p (its opening quote) unescaped into out (as yyjson, and so DuckDB, unescapes it); the end of
- * its text, or NULL for what this leaves to DuckDB: a control character, an escape it does not know or of a lone
- * surrogate, bytes that are not UTF-8. *len: the bytes written. */
-static const uint8_t *string_into(const uint8_t *p, const uint8_t *e, uint8_t *out, int64_t *len) {
-    uint8_t *o = out;
-    p++;
-    while (p < e) {
-        uint8_t c = *p;
-        if (c == '"') {
-            *len = o - out;
-            return p + 1;
-        }
-        if (c >= 0x20 && c < 0x80 && c != '\\') {
-            *o++ = c;
-            p++;
-            continue;
-        }
-        if (c < 0x20) return NULL;
-        if (c >= 0x80) {
-            int n = utf8_char(p, e);
-            if (!n) return NULL;
-            memcpy(o, p, (size_t)n);
-            o += n;
-            p += n;
-            continue;
-        }
-        if (p + 1 >= e) return NULL;  /* a backslash */
-        uint8_t x = p[1];
-        p += 2;
-        switch (x) {
-            case '"': *o++ = '"'; break;
-            case '\\': *o++ = '\\'; break;
-            case '/': *o++ = '/'; break;
-            case 'b': *o++ = '\b'; break;
-            case 'f': *o++ = '\f'; break;
-            case 'n': *o++ = '\n'; break;
-            case 'r': *o++ = '\r'; break;
-            case 't': *o++ = '\t'; break;
-            case 'u': {
-                uint32_t cp, lo;
-                if (!hex4(p, e, &cp)) return NULL;
-                p += 4;
-                if (cp >= 0xDC00 && cp <= 0xDFFF) return NULL;
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, e, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                        return NULL;
-                    p += 6;
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                }
-                if (cp < 0x80) {
-                    *o++ = (uint8_t)cp;
-                } else if (cp < 0x800) {
-                    *o++ = (uint8_t)(0xC0 | (cp >> 6));
-                    *o++ = (uint8_t)(0x80 | (cp & 0x3F));
-                } else if (cp < 0x10000) {
-                    *o++ = (uint8_t)(0xE0 | (cp >> 12));
-                    *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                    *o++ = (uint8_t)(0x80 | (cp & 0x3F));
-                } else {
-                    *o++ = (uint8_t)(0xF0 | (cp >> 18));
-                    *o++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                    *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                    *o++ = (uint8_t)(0x80 | (cp & 0x3F));
-                }
-                break;
-            }
-            default: return NULL;
-        }
-    }
-    return NULL;
 }
 
 /* Past the [ at p and the blanks after it: 2 if the list is empty (*pp then past its ]), 1 if an item follows. */

@@ -183,9 +183,26 @@ def with_chats(t: pa.Table, chats: list[Chat | None]) -> pa.Table:
     t = t.set_column(t.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
     t = t.set_column(t.schema.get_field_index("_reports"), "_reports", pa.array(reports, pa.list_(pa.string())))
     t = with_turn_columns(t, turn_columns([None if c is None else c.turns for c in chats]))
-    if any(a is not None for a in answers) and "_n_" + ANSWER not in t.column_names:
+    return with_answers(t, pa.array(answers, pa.string()))
+
+
+def chat_columns(chats: list[Chat], reports: pa.Array) -> dict[str, pa.Array]:
+    """The columns ``with_chats`` sets, of rows that each have a chat: ``prompt``, ``response``, ``answer``, the
+    turns (``turns.TURN_COLUMNS``) and ``_reports`` (the rows' own ``reports``, the chats' added)."""
+    own = reports.to_pylist()
+    return {"prompt": pa.array([c.prompt for c in chats], pa.string()),
+            "response": pa.array([c.response for c in chats], pa.string()),
+            ANSWER: pa.array([c.answer for c in chats], pa.string()),
+            "_reports": pa.array([[*(r or []), *c.reports] for r, c in zip(own, chats)], reports.type),
+            **turn_columns([c.turns for c in chats])}
+
+
+def with_answers(t: pa.Table, answers: pa.Array) -> pa.Table:
+    """``t`` with the custom text column ``answer`` (its ``_n_``, ``_s_``, ``_f_``, ``_o_`` columns, as the SQL gives
+    a custom field's) of ``answers``, unless all are null or a field of the log names it."""
+    if answers.null_count < len(answers) and "_n_" + ANSWER not in t.column_names:
         nulls = pa.nulls(t.num_rows, pa.string())
-        for prefix, col in (("_n_", pa.nulls(t.num_rows, pa.float64())), ("_s_", pa.array(answers, pa.string())),
-                            ("_f_", nulls), ("_o_", nulls)):
+        for prefix, col in (("_n_", pa.nulls(t.num_rows, pa.float64())), ("_s_", answers), ("_f_", nulls),
+                            ("_o_", nulls)):
             t = t.append_column(prefix + ANSWER, col)
     return t

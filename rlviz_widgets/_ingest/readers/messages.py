@@ -5,19 +5,34 @@ assistant ``tool_calls`` ``[{id, type, function: {name, arguments: JSON text}}]`
 tool_call_id, content}``), beside the dumper's own ``reward``, ``step`` and group (the first of ``uid``,
 ``group_index``, ``group_id``, ``group``, ``prompt_idx``), or wherever ``columns=`` maps them. ``prompt``,
 ``response`` and ``answer`` come from the messages (``chat``); every other scalar field is a custom column.
+
+The messages of a chunk's lines are read in C where it can (``native.read_messages``: what ``chat`` makes of them,
+byte for byte, for lines that give no report), beside the reading; Python reads the other lines' as before. DuckDB
+reads the rest of every line.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from concurrent.futures import Future
 
+import duckdb
+import numpy as np
 import pyarrow as pa
 
-from rlviz_widgets._ingest.readers.chat import Chat, messages_chat, with_chats
+from rlviz_widgets._ingest.lines import Chunk
+from rlviz_widgets._ingest.metrics import ARRAYS
+from rlviz_widgets._ingest.native import read_messages_later
+from rlviz_widgets._ingest.readers.chat import ANSWER, Chat, chat_columns, messages_chat, with_answers, with_chats
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
+from rlviz_widgets._ingest.readers.jsonl.arrow import mask
+from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS, turn_list
 
 MESSAGES = "messages"
+NATIVE_ANSWER = "_native_answer"  # the answers read in C, until ``_decode`` makes them the custom column
+_SET = ("prompt", "response", NATIVE_ANSWER, *TURN_COLUMNS)  # what C gives, as ``_native_transform`` sets it
+_ROWS = ("turn", "role", "text", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning")
 
 
 def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f: Mapping[str, str],
@@ -46,10 +61,44 @@ def _read(text: str | None) -> Chat:
 
 
 def _decode(t: pa.Table, tokenizer) -> pa.Table:
-    """The prompt, response, answer and turns of each record from its messages."""
+    """The prompt, response, answer and turns of each record from its messages: those C read (``n_turns`` set)
+    kept, the others read in Python."""
     if "_messages" not in t.column_names:
         return t
-    return with_chats(t, [_read(text) for text in t["_messages"].to_pylist()])
+    if "n_turns" not in t.column_names:
+        return with_chats(t, [_read(text) for text in t["_messages"].to_pylist()])
+    n = t.num_rows
+    cols = {c: t[c].combine_chunks() for c in (*_SET, "_reports")}
+    left = np.flatnonzero(~mask(t["n_turns"].is_valid()))
+    if len(left):  # the lines C left: their columns as with_chats makes them, put in their places
+        mine = chat_columns([_read(text) for text in t["_messages"].take(left).to_pylist()],
+                            cols["_reports"].take(left))
+        mine[NATIVE_ANSWER] = mine.pop(ANSWER)
+        order = np.arange(n)
+        order[left] = n + np.arange(len(left))
+        cols = {c: pa.concat_arrays([col, mine[c].cast(col.type)]).take(pa.array(order)) for c, col in cols.items()}
+    t = t.drop_columns([NATIVE_ANSWER])
+    for c in ("prompt", "response", "_reports", *TURN_COLUMNS):
+        t = t.set_column(t.schema.get_field_index(c), c, cols[c])
+    return with_answers(t, cols[NATIVE_ANSWER])
+
+
+def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str, pa.Array]] | None:
+    """``native.read_messages``' reading as ``JsonlReader._native_transform`` takes it: (the lines for DuckDB, the
+    columns C gives by name)."""
+    if got is None:
+        return None
+    turns = turn_list(got["row_offsets"], {f: got[f] for f in _ROWS}, pa.compute.invert(got["handled"]))
+    return got["lines"], {"prompt": got["prompt"], "response": got["response"], NATIVE_ANSWER: got["answer"],
+                          "turns": turns, "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"]}
+
+
+def _reading(future: Future):
+    """A future's result; None if it failed (the chunk is then read as it is)."""
+    try:
+        return future.result()
+    except Exception:  # noqa: BLE001 - MemoryError, say: Python and DuckDB read the chunk instead
+        return None
 
 
 CHAT = JsonlFormat(name="chat", group_keys=("uid", "group_index", "group_id", "group", "prompt_idx"),
@@ -58,3 +107,30 @@ CHAT = JsonlFormat(name="chat", group_keys=("uid", "group_index", "group_id", "g
 
 class ChatReader(JsonlReader):
     format = CHAT
+
+    def native_arrays(self, chunk: Chunk) -> list[Future] | None:
+        """A chunk's number arrays read in C as every format's are, if it has any; else its messages, read by
+        ``native.read_messages`` (in lines that all open an object, without another spelling of ``messages``:
+        json_transform matches keys whatever their case)."""
+        keys = chunk.keys
+        if keys is None or not len(chunk.lines) or (chunk.first_bytes != ord("{")).any():
+            return None
+        fields = self.fields()
+        if any(fields[a] in keys for a in (*ARRAYS, "tokens")):
+            return super().native_arrays(chunk)
+        if MESSAGES not in keys or "_messages" not in self.spec(keys)[1] or \
+                any(k != MESSAGES and k.casefold() == MESSAGES for k in keys):
+            return None
+        pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
+        futures = [read_messages_later(p, MESSAGES, _native_columns) for p in pieces]
+        return None if any(f is None for f in futures) else futures
+
+    def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk):
+        """``JsonlReader.parse``; the lines whose messages C read are not looked at for a key written twice: it reads
+        no line with one at its top (a line of chat messages repeats their keys, so the byte scan flags them all)."""
+        if chunk.native is not None and chunk.repeats is not None and len(chunk.repeats):
+            got = [_reading(f) for f in chunk.native]
+            if all(g is not None and "n_turns" in g[1] for g in got):
+                read = np.concatenate([mask(g[1]["n_turns"].is_valid()) for g in got])
+                chunk.repeats = chunk.repeats[~np.isin(chunk.repeats, chunk.numbers[read])]
+        return super().parse(con, chunk)

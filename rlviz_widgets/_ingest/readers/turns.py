@@ -74,10 +74,18 @@ def turn_columns(samples: list[list[Turn] | None]) -> dict[str, pa.Array]:
         offsets.append(len(fields["turn"]))
         n_turns.append(None if turns is None else len(turns))
         n_calls.append(None if turns is None else sum(len(t.calls) for t in turns))
-    structs = pa.StructArray.from_arrays([pa.array(fields[f.name], f.type) for f in TURN], fields=list(TURN))
-    missing = pa.array([s is None for s in samples])
-    return {"turns": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=TURNS, mask=missing),
-            "n_turns": pa.array(n_turns, pa.int32()), "n_tool_calls": pa.array(n_calls, pa.int32())}
+    rows = {f.name: pa.array(fields[f.name], f.type) for f in TURN}
+    turns = turn_list(pa.array(offsets, pa.int32()), rows, pa.array([s is None for s in samples]))
+    return {"turns": turns, "n_turns": pa.array(n_turns, pa.int32()), "n_tool_calls": pa.array(n_calls, pa.int32())}
+
+
+def turn_list(offsets: pa.Array, rows: dict[str, pa.Array], missing: pa.Array) -> pa.ListArray:
+    """The ``turns`` column of the stored rows' fields (``TURN``'s, in any order; one left out is null), each
+    sample's rows given by ``offsets`` (int32), ``missing`` (bool) the samples with none stored."""
+    n = len(next(iter(rows.values())))
+    structs = pa.StructArray.from_arrays([rows[f.name] if f.name in rows else pa.nulls(n, f.type) for f in TURN],
+                                         fields=list(TURN))
+    return pa.ListArray.from_arrays(offsets, structs, type=TURNS, mask=missing)
 
 
 def with_turn_columns(t: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:

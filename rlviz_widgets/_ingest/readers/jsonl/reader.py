@@ -234,7 +234,9 @@ class JsonlReader:
         for a, values in arrays.items():
             col = values if rows is None else values.take(rows)
             i = table.schema.get_field_index(a)
-            table = table.set_column(i, a, col.cast(table.schema.field(i).type))
+            # (a column the SQL does not give, as the chat messages read in C: the format's decode takes it)
+            table = table.set_column(i, a, col.cast(table.schema.field(i).type)) if i >= 0 else \
+                table.append_column(a, col)
         return table
 
     def _transform_apart(self, con: duckdb.DuckDBPyConnection, raw: pa.Table, keys: set[str],

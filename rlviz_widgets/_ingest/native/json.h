@@ -1,0 +1,165 @@
+/* What the readers of JSON lines share (arrays.c, messages.c): JSON blanks, the end of a string or of any value
+ * (structure only), strict UTF-8 characters and a JSON string unescaped as yyjson, and so DuckDB, unescapes it. */
+#ifndef RLVIZ_JSON_H
+#define RLVIZ_JSON_H
+#include <stdint.h>
+#include <string.h>
+
+#define WS(c) ((c) == ' ' || (c) == '\t' || (c) == '\r' || (c) == '\n')
+
+/* Past the string starting at p (its opening quote); NULL if it does not end on this line. */
+static inline const uint8_t *string_end(const uint8_t *p, const uint8_t *e) {
+    p++;
+    while (p < e) {
+        const uint8_t *q = memchr(p, '"', (size_t)(e - p));
+        if (!q) return NULL;
+        /* the quote ends the string unless an odd number of backslashes precede it */
+        const uint8_t *b = q;
+        while (b > p && b[-1] == '\\') b--;
+        if (((q - b) & 1) == 0) return q + 1;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+/* Past any JSON value at p: only the structure is followed (DuckDB checks the rest). */
+static inline const uint8_t *value_end(const uint8_t *p, const uint8_t *e) {
+    if (p >= e) return NULL;
+    if (*p == '"') return string_end(p, e);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        while (p < e) {
+            uint8_t c = *p;
+            if (c == '"') {
+                p = string_end(p, e);
+                if (!p) return NULL;
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            else if (c == '}' || c == ']') {
+                if (--depth == 0) return p + 1;
+            }
+            p++;
+        }
+        return NULL;
+    }
+    while (p < e && *p != ',' && *p != '}' && *p != ']' && !WS(*p)) p++;
+    return p;
+}
+
+/* The length of the UTF-8 character at p (strict: no overlong forms, surrogates or code points past U+10FFFF),
+ * or 0 when the bytes are not one. */
+static inline int utf8_char(const uint8_t *p, const uint8_t *e) {
+    uint8_t c = p[0];
+    int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (n == 0 || c > 0xF4 || e - p < n) return 0;
+    uint8_t lo = 0x80, hi = 0xBF;  /* the range of the second byte */
+    if (c == 0xE0) lo = 0xA0;
+    else if (c == 0xED) hi = 0x9F;
+    else if (c == 0xF0) lo = 0x90;
+    else if (c == 0xF4) hi = 0x8F;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int k = 2; k < n; k++)
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+static inline int hex4(const uint8_t *p, const uint8_t *e, uint32_t *out) {
+    if (e - p < 4) return 0;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        uint8_t c = p[k];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= c - '0';
+        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The escape at p (its backslash) unescaped to *oo, both moved past it (as yyjson unescapes it); 0 for what is
+ * left to DuckDB: an escape it does not know, or of a lone surrogate. */
+static inline int unescape(const uint8_t **pp, const uint8_t *e, uint8_t **oo) {
+    const uint8_t *p = *pp;
+    uint8_t *o = *oo;
+    if (p + 1 >= e) return 0;
+    uint8_t x = p[1];
+    p += 2;
+    switch (x) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '/': *o++ = '/'; break;
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            uint32_t cp, lo;
+            if (!hex4(p, e, &cp)) return 0;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, e, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    return 0;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (cp < 0x80) {
+                *o++ = (uint8_t)cp;
+            } else if (cp < 0x800) {
+                *o++ = (uint8_t)(0xC0 | (cp >> 6));
+                *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+            } else if (cp < 0x10000) {
+                *o++ = (uint8_t)(0xE0 | (cp >> 12));
+                *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+            } else {
+                *o++ = (uint8_t)(0xF0 | (cp >> 18));
+                *o++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default: return 0;
+    }
+    *pp = p;
+    *oo = o;
+    return 1;
+}
+
+/* The JSON string at p (its opening quote) unescaped into out (as yyjson, and so DuckDB, unescapes it); the end of
+ * its text, or NULL for what this leaves to DuckDB: a control character, an escape it does not know or of a lone
+ * surrogate, bytes that are not UTF-8. *len: the bytes written (never more than the string's JSON text). */
+static inline const uint8_t *string_into(const uint8_t *p, const uint8_t *e, uint8_t *out, int64_t *len) {
+    uint8_t *o = out;
+    p++;
+    while (p < e) {
+        uint8_t c = *p;
+        if (c == '"') {
+            *len = o - out;
+            return p + 1;
+        }
+        if (c >= 0x20 && c < 0x80 && c != '\\') {
+            *o++ = c;
+            p++;
+            continue;
+        }
+        if (c < 0x20) return NULL;
+        if (c >= 0x80) {
+            int n = utf8_char(p, e);
+            if (!n) return NULL;
+            memcpy(o, p, (size_t)n);
+            o += n;
+            p += n;
+            continue;
+        }
+        if (!unescape(&p, e, &o)) return NULL;
+    }
+    return NULL;
+}
+
+#endif
