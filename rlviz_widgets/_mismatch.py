@@ -1,7 +1,7 @@
 """Rollout–trainer mismatch as DuckDB SQL: the per-token fields, the masking rule, per-sample and per-step figures.
 
 Everything here is SQL text over a tokens relation (one row per token) and a samples relation (one row per sample),
-so that it runs inside the store's queries. Sources and conventions: ``docs/mismatch-sources.md``.
+so that it runs inside the store's queries. Sources and conventions: ``docs/upstream-writers.md`` §9.
 
 - **Log ratio** ``trainer_logprob - inference_logprob`` (prime-rl's ``log_importance_ratio``, TRL's
   ``old_per_token_logps - sampling_per_token_logps``, NeMo-RL's ``prev_logprobs - generation_logprobs``), its
