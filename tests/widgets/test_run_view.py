@@ -759,3 +759,15 @@ def test_a_prime_rl_export_gets_the_mismatch_panels_and_a_live_rule(tmp_path, ca
     with pytest.raises(traitlets.TraitError):
         view.mismatch_rule = "no such rule"
     assert view.mismatch_rule.high == 1.0001  # unchanged
+
+
+def test_a_prime_rl_step_still_being_written_is_said_in_the_header(tmp_path, cache_dir):
+    """A step folder without its STABLE marker is being written: its samples so far are shown, the header says
+    which step, and its cut last line is no problem."""
+    from prime_formats import ChatMLTokenizer, write_prime
+
+    write_prime(tmp_path / "prime", steps=(1, 2, 3), prompts=2, n=2, seed=1, unfinished_step=3)
+    view = rw.RunView(tmp_path / "prime", tokenizer=ChatMLTokenizer(), cache_dir=cache_dir, progress=False)
+    assert view.run.steps_in_progress == [3] and 3 in set(view.run.samples.step)
+    assert "still being written: step 3" in view.header
+    assert view.run.problems[view.run.problems.kind != "no_tokenizer"].empty

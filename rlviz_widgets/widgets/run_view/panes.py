@@ -25,6 +25,10 @@ def header(run: Run, runs: tuple[str, ...], has_tokens: bool) -> list[str]:
     parts = [f"{run.n_samples:,} samples", f"{len(run.step_values)} steps", f"{len(run.files)} file(s)",
              *([f"runs: {', '.join(runs)}"] if runs else []),
              "token arrays: " + (", ".join(run.token_metrics[:4]) + "…" if has_tokens else "none")]
+    writing = list(getattr(run, "steps_in_progress", None) or [])
+    if writing:  # prime-rl: a step folder without its STABLE marker; its samples so far are shown
+        shown = ", ".join(map(str, writing[:5])) + (", …" if len(writing) > 5 else "")
+        parts.append(f"still being written: step {shown}")
     if probs:
         parts.append(f"{probs} problem(s) in the logs: see view.run.problems")
     return parts
