@@ -181,13 +181,15 @@ def read_messages(lines: pa.LargeStringArray, key: str) -> dict[str, pa.Array] |
     if size + 64 > INT32_LIMIT:  # the texts' offsets are int32
         return None
     cap, cap_rows = size + 64, size // 2 + 2  # a text is no longer than the JSON it comes from; a row takes 2 bytes
-    texts = [_scratch(f"m{k}", cap, np.uint8) for k in range(len(MESSAGE_TEXTS))]
-    toffs = [np.empty((n if k < 3 else cap_rows) + 1, np.int32) for k in range(len(MESSAGE_TEXTS))]
-    valid = [np.empty(n if k < 3 else cap_rows, np.uint8) for k in range(len(MESSAGE_TEXTS))]
-    turn, trained = _scratch("mturn", cap_rows, np.int32), _scratch("mtrained", cap_rows, np.uint8)
+    # the outputs are fresh memory, kept as they are at the size written: only the pages written are backed (copies
+    # out of reused scratch arrays took longer than C's reading)
+    texts = [plain_empty(cap) for _ in MESSAGE_TEXTS]
+    toffs = [plain_empty((n if k < 3 else cap_rows) + 1, np.int32) for k in range(len(MESSAGE_TEXTS))]
+    valid = [plain_empty(n if k < 3 else cap_rows) for k in range(len(MESSAGE_TEXTS))]
+    turn, trained = plain_empty(cap_rows, np.int32), plain_empty(cap_rows, np.bool_)
     row_offs, n_turns, n_calls = np.empty(n + 1, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
-    handled = np.empty(n, np.uint8)
-    text, lineoffs = _scratch("mtext", size, np.uint8), np.empty(n + 1, np.int64)
+    handled = np.empty(n, np.bool_)
+    text, lineoffs = plain_empty(size), np.empty(n + 1, np.int64)
     raw = key.encode()
     ptrs = [(ctypes.c_void_p * len(a))(*map(_ptr, a)) for a in (texts, toffs, valid)]
     rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), *ptrs, cap, cap_rows, _ptr(turn),
@@ -195,12 +197,10 @@ def read_messages(lines: pa.LargeStringArray, key: str) -> dict[str, pa.Array] |
                               _ptr(lineoffs))
     if rows < 0:
         return None
-    ok = handled.astype(bool)
-    out = {"lines": pa.LargeStringArray.from_buffers(n, pa.py_buffer(lineoffs),
-                                                     pa.py_buffer(text[:lineoffs[-1]].copy())),
-           "handled": pa.array(ok), "n_turns": pa.array(n_turns, mask=~ok), "n_tool_calls": pa.array(n_calls, mask=~ok),
-           "row_offsets": pa.array(row_offs), "turn": pa.array(turn[:rows].copy()),
-           "trained": pa.array(trained[:rows].astype(bool))}
+    out = {"lines": pa.LargeStringArray.from_buffers(n, pa.py_buffer(lineoffs), pa.py_buffer(text[:lineoffs[-1]])),
+           "handled": pa.array(handled), "n_turns": pa.array(n_turns, mask=~handled),
+           "n_tool_calls": pa.array(n_calls, mask=~handled), "row_offsets": pa.array(row_offs),
+           "turn": pa.array(turn[:rows]), "trained": pa.array(trained[:rows])}
     for k, name in enumerate(MESSAGE_TEXTS):
         m = n if k < 3 else rows
         out[name] = _strings(toffs[k][:m + 1], texts[k], valid[k][:m])
@@ -211,11 +211,11 @@ INT32_LIMIT = 2**31 - 1
 
 
 def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.StringArray:
-    """A string array of C's offsets, bytes and validity (copied out of the scratch arrays)."""
+    """A string array of C's offsets, bytes and validity (0 or 1 each)."""
     nulls = int(len(valid) - np.count_nonzero(valid))
-    bitmap = pa.py_buffer(np.packbits(valid.astype(bool), bitorder="little")) if nulls else None
-    return pa.StringArray.from_buffers(len(valid), pa.py_buffer(offsets.copy()),
-                                       pa.py_buffer(data[:offsets[-1]].copy()), bitmap, nulls)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.StringArray.from_buffers(len(valid), pa.py_buffer(offsets), pa.py_buffer(data[:offsets[-1]]), bitmap,
+                                       nulls)
 
 
 def read_messages_later(lines: pa.LargeStringArray, key: str, then) -> Future | None:

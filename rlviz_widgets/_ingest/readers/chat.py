@@ -197,7 +197,7 @@ def chat_columns(chats: list[Chat], reports: pa.Array) -> dict[str, pa.Array]:
             **turn_columns([c.turns for c in chats])}
 
 
-def with_answers(t: pa.Table, answers: pa.Array) -> pa.Table:
+def with_answers(t: pa.Table, answers: pa.Array | pa.ChunkedArray) -> pa.Table:
     """``t`` with the custom text column ``answer`` (its ``_n_``, ``_s_``, ``_f_``, ``_o_`` columns, as the SQL gives
     a custom field's) of ``answers``, unless all are null or a field of the log names it."""
     if answers.null_count < len(answers) and "_n_" + ANSWER not in t.column_names:

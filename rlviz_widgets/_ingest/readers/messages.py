@@ -31,7 +31,6 @@ from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS, turn_list
 
 MESSAGES = "messages"
 NATIVE_ANSWER = "_native_answer"  # the answers read in C, until ``_decode`` makes them the custom column
-_SET = ("prompt", "response", NATIVE_ANSWER, *TURN_COLUMNS)  # what C gives, as ``_native_transform`` sets it
 _ROWS = ("turn", "role", "text", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning")
 
 
@@ -67,20 +66,21 @@ def _decode(t: pa.Table, tokenizer) -> pa.Table:
         return t
     if "n_turns" not in t.column_names:
         return with_chats(t, [_read(text) for text in t["_messages"].to_pylist()])
-    n = t.num_rows
-    cols = {c: t[c].combine_chunks() for c in (*_SET, "_reports")}
     left = np.flatnonzero(~mask(t["n_turns"].is_valid()))
-    if len(left):  # the lines C left: their columns as with_chats makes them, put in their places
-        mine = chat_columns([_read(text) for text in t["_messages"].take(left).to_pylist()],
-                            cols["_reports"].take(left))
-        mine[NATIVE_ANSWER] = mine.pop(ANSWER)
-        order = np.arange(n)
-        order[left] = n + np.arange(len(left))
-        cols = {c: pa.concat_arrays([col, mine[c].cast(col.type)]).take(pa.array(order)) for c, col in cols.items()}
+    answers = t[NATIVE_ANSWER]
     t = t.drop_columns([NATIVE_ANSWER])
-    for c in ("prompt", "response", "_reports", *TURN_COLUMNS):
-        t = t.set_column(t.schema.get_field_index(c), c, cols[c])
-    return with_answers(t, cols[NATIVE_ANSWER])
+    if len(left):  # the lines C left: their columns as with_chats makes them, put in their places
+        n = t.num_rows
+        mine = chat_columns([_read(text) for text in t["_messages"].take(left).to_pylist()], t["_reports"].take(left))
+        order = np.arange(n)  # rows C read keep their place, the others take Python's rows
+        order[left] = n + np.arange(len(left))
+        take = pa.array(order)
+        answers = pa.concat_arrays([*answers.chunks, mine[ANSWER]]).take(take)
+        for c in ("prompt", "response", "_reports", *TURN_COLUMNS):
+            col = t[c]
+            t = t.set_column(t.schema.get_field_index(c), c,
+                             pa.concat_arrays([*col.chunks, mine[c].cast(col.type)]).take(take))
+    return with_answers(t, answers)
 
 
 def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str, pa.Array]] | None:
