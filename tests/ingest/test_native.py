@@ -429,3 +429,25 @@ def test_results_outlive_the_next_read():
     native.read_arrays(_lines('{"a": [7.0, 8.0, 9.0], "t": ["zzz", "w"], "pad": "' + "q" * 1000 + '"}'), ["a"], "t")
     assert first[0].to_pylist() == ['{"a": [], "t": []}\n']
     assert first[1][0].to_pylist() == [[1.5, 2.5]] and first[2].to_pylist() == [["x", "y"]]
+
+
+@needs_lib
+@pytest.mark.parametrize("large", [False, True])
+def test_pad_counts_as_arrow_counts_them(large):
+    """The pad tokens of each text counted in C (``arrow.count_literal``) as ``pc.count_substring`` counts them: in
+    slices and chunks, across texts' ends, with nulls."""
+    import pyarrow.compute as pc
+
+    from rlviz_widgets._ingest.readers.jsonl.arrow import count_literal
+
+    rng = random.Random(5)
+    words = ["<PAD>", "<", "PAD", "<P", "x", "é", "<PA", "D>", ""]
+    texts = [None if rng.random() < 0.1 else "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+             for _ in range(3000)]
+    a = pa.array(texts, pa.large_string() if large else pa.string())
+    for t in (a, a.slice(7, 1000), pa.chunked_array([a.slice(0, 3), a.slice(3)]), a.slice(0, 0)):
+        want = pc.count_substring(t, "<PAD>")
+        want = want.combine_chunks() if isinstance(want, pa.ChunkedArray) else want
+        got = count_literal(t, "<PAD>")
+        assert got.type == want.type and got.equals(want)
+    assert native.count_literal(a, b"<P<") is None  # matches could overlap: Arrow counts those

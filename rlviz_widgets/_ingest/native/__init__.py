@@ -102,6 +102,8 @@ def _declare(lib) -> None:
     lib.rlviz_find_vector.restype, lib.rlviz_find_vector.argtypes = ctypes.c_int32, []
     lib.rlviz_set_powers.restype = None
     lib.rlviz_set_powers.argtypes = [p, p]
+    lib.rlviz_count.restype = None
+    lib.rlviz_count.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p]
     lib.rlviz_messages.restype = ctypes.c_int64
     lib.rlviz_messages.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p, p, p, ctypes.c_int64, ctypes.c_int64,
                                    p, p, p, p, p, p, p, p]
@@ -252,6 +254,23 @@ def find_bytes(data: np.ndarray, value: int, also: int | None = None
         if also is not None:
             found_b.append(out_b[:nb.value] + off)
     return _joined(found_a), None if also is None else _joined(found_b)
+
+
+def count_literal(texts: pa.StringArray | pa.LargeStringArray, needle: bytes) -> np.ndarray | None:
+    """How often ``needle`` occurs in each text (0 for null), or None without the compiled function. Only a needle
+    whose first byte does not recur in it (its matches cannot overlap: every one is counted)."""
+    lib = library()
+    if lib is None or not needle or needle[0] in needle[1:]:
+        return None
+    n = len(texts)
+    large = pa.types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], np.int64 if large else np.int32)[texts.offset:texts.offset + n + 1]
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    data = texts.buffers()[2]
+    counts = np.zeros(n, np.int64)
+    if n and offsets[-1] > offsets[0]:
+        lib.rlviz_count(data.address, _ptr(offsets), n, needle, len(needle), _ptr(counts))
+    return counts
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:

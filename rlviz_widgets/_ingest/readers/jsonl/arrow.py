@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlviz_widgets._ingest.lines import find_byte
+from rlviz_widgets._ingest.native import count_literal as native_count
 from rlviz_widgets._ingest.readers.jsonl.keyscan import equal_at
 
 
@@ -30,6 +31,12 @@ def count_literal(texts: pa.ChunkedArray | pa.Array, needle: str) -> pa.ChunkedA
     raw = needle.encode()
     if not raw or raw[0] in raw[1:]:
         return pc.count_substring(texts, needle)
+    pieces = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    counted = [native_count(p, raw) for p in pieces]  # in C where it was compiled: a pass over the bytes
+    if all(c is not None for c in counted):
+        large = pa.types.is_large_string(texts.type)
+        counts = np.concatenate(counted) if counted else np.zeros(0, np.int64)
+        return pa.array(counts, pa.int64() if large else pa.int32(), mask=mask(texts.is_null()))
     if isinstance(texts, pa.ChunkedArray):  # joined: a search costs ~0.2 ms however few the texts
         texts = texts.combine_chunks()
     large = pa.types.is_large_string(texts.type)
