@@ -180,7 +180,7 @@ def read_messages(lines: pa.LargeStringArray, key: str) -> dict[str, pa.Array] |
     offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
     data = np.frombuffer(lines.buffers()[2], np.uint8)
     size = int(offsets[-1] - offsets[0])
-    if size + 64 > INT32_LIMIT:  # the texts' offsets are int32
+    if size == 0 or size + 64 > INT32_LIMIT:  # the texts' offsets are int32
         return None
     cap, cap_rows = size + 64, size // 2 + 2  # a text is no longer than the JSON it comes from; a row takes 2 bytes
     # the outputs are fresh memory, kept as they are at the size written: only the pages written are backed (copies

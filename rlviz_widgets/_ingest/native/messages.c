@@ -299,7 +299,8 @@ typedef struct {
  * or {type: null | "text" | "input_text" | "output_text", text: string}). BAIL for anything else (images, other
  * values: Python reports or shows them). */
 static int content_value(out_t *o, int64_t row, const uint8_t *p, const uint8_t *e, const uint8_t **end) {
-    if (p < e && *p != '[') return text_value(o, TEXT, row, p, e, 0, 0, end);
+    if (p >= e) return BAIL;
+    if (*p != '[') return text_value(o, TEXT, row, p, e, 0, 0, end);
     int more = first_key(&p, e, ']'), n = 0;
     while (more == 1) {
         int64_t len;
