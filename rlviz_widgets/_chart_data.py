@@ -23,6 +23,9 @@ MIN_RUN_HIST_STEPS = 20  # step buckets per run's heat map at least, when severa
 
 # the steps frame's figures the panels draw: the curve, its p95, and what its tooltip names
 PANEL_FIELDS = ("mismatch_kl_mean", "mismatch_kl_mean_p95", "masked_sequences_fraction", "entropy_mean")
+# every figure of the steps frame the chart's datasets read (``curves_frame``, ``steps_frame``): only these are asked
+STEP_FIELDS = ("reward_mean", "reward_std", "ref_reward_mean", "ref_reward_std", "kl_mean", "log_ratio_mean",
+               "length_mean", "chars_mean", *PANEL_FIELDS)
 
 
 def run_names(run: Run) -> tuple[str, ...]:
@@ -38,7 +41,7 @@ def capabilities(run: Run) -> tuple[bool, bool]:
 
 def panels(run: Run) -> tuple[str, ...]:
     """The diagnostics panels the run has data for (``_charts.PANELS``): a panel shows only where its field is."""
-    have = set(run.steps.columns)
+    have = set(run.step_fields)
     return tuple(name for name, (field, _, _) in PANELS.items() if field in have)
 
 
@@ -51,14 +54,14 @@ def limits(n_runs: int) -> tuple[int, int]:
 
 
 def step_stats(run: Run, points: int) -> dict[str, pd.DataFrame]:
-    """Per run overlaid (``""`` for a single run): its ``steps`` frame, or past ``points`` steps the same
-    statistics per bucket of steps (as the heat map's), each bucket named by its first step."""
+    """Per run overlaid (``""`` for a single run): its ``steps`` frame's ``STEP_FIELDS``, or past ``points`` steps
+    the same statistics per bucket of steps (as the heat map's), each bucket named by its first step."""
     runs = run.runs if isinstance(run, RunSet) else {"": run}
     values = run.step_values
     if len(values) > points:  # a long run
         starts = values[:: -(-len(values) // points)]
-        return {name: r.query_frame(r.steps_sql(starts=starts)) for name, r in runs.items()}
-    return {name: r.steps for name, r in runs.items()}
+        return {name: r.query_frame(r.steps_sql(starts=starts, fields=STEP_FIELDS)) for name, r in runs.items()}
+    return {name: r.steps_of(STEP_FIELDS) for name, r in runs.items()}
 
 
 def curves_frame(steps: pd.DataFrame, band: float = 1.0, zero_shift: bool = False, run: str = "") -> pd.DataFrame:

@@ -16,6 +16,7 @@ from rlviz_widgets._store.cache import spill_to_temp
 from rlviz_widgets._where import condition, names_any
 
 TEXT_CLIP = 300
+TOP_ROWS = 1000  # rows ordered by a top-k while no later one is asked for (a sort of a million took 0.1-0.5 s)
 DEFAULT_COLUMNS = ("id", "run", "sample_id", "step", "reward", "ref_reward", "reward_gap", "kl_mean", "kl_sum",
                    "log_ratio_mean", "log_ratio_sum", "mismatch_log_ratio_abs_max", "mismatch_kl_mean",
                    "masked_fraction", "entropy_mean", "n_tokens", "n_trained_tokens", "n_turns", "n_tool_calls",
@@ -68,6 +69,7 @@ class TableSource:
         self._where_checked = ("", "")  # (a where, as _where.condition gave it): not parsed again on every page
         self._order_key: tuple | None = None
         self._order = None
+        self._whole = True  # whether ``_order`` holds every row, not only the first ``TOP_ROWS``
         # the log's own order where there is one, else sample_id
         if natural_order is None:  # a run's: the log's order
             natural_order = "step, line, file_no" if {"step", "line", "file_no"} <= num_cols else self._id
@@ -230,26 +232,37 @@ class TableSource:
         """Ids (``id_name``) of the rows in display order (a slice of them).
 
         The order is computed once per (search, where, sort) and kept as an id array, so each
-        page while scrolling is a slice instead of a new sort.
+        page while scrolling is a slice instead of a new sort. While only its first ``TOP_ROWS`` are asked
+        for, only those are found (a top-k, not a sort of every row).
         """
         key = (_needle(search), where.strip(), sort_by, bool(desc) if sort_by else False)
-        if key != self._order_key:
-            rel = self._filtered(search, where)
-            if sort_by:
-                if sort_by not in self.kinds:
-                    raise KeyError(f"cannot sort by {sort_by!r}: no such column")
-                if sort_by in self.text_columns:  # texts live in the full relation
-                    rel = (f"(SELECT f.{self._id}, f.{ident(sort_by)} FROM {self.full} f "
-                           f"SEMI JOIN {rel} r ON f.{self._id} = r.{self._id})")
-                order = f"{ident(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, {self._id}"
-            else:  # the log's own order, filtered or not
-                order = self._natural_order
-            # 8 bytes a row: even a million rows is a small numpy array, and a page is a slice
-            self._order = self.con.execute(f"SELECT {self._id} FROM {rel} ORDER BY {order}").fetchnumpy()[self.id_name]
-            self._order_key = key
         offset = max(int(offset), 0)  # (a negative one would slice from the end)
-        stop = len(self._order) if limit is None else offset + max(int(limit), 0)
+        stop = None if limit is None else offset + max(int(limit), 0)
+        if key != self._order_key or (not self._whole and (stop is None or stop > len(self._order))):
+            self._order, self._whole = self._ordered(search, where, sort_by, desc, stop)
+            self._order_key = key
         return [int(i) for i in self._order[offset:stop]]
+
+    def _ordered(self, search: str, where: str, sort_by: str, desc: bool, stop: int | None) -> tuple:
+        """(ids in display order, whether they are all of them): the first ``TOP_ROWS`` where no more than those are
+        asked for (``stop``), else every one."""
+        rel = self._filtered(search, where)
+        if sort_by:
+            if sort_by not in self.kinds:
+                raise KeyError(f"cannot sort by {sort_by!r}: no such column")
+            if sort_by in self.text_columns:  # texts live in the full relation
+                rel = (f"(SELECT f.{self._id}, f.{ident(sort_by)} FROM {self.full} f "
+                       f"SEMI JOIN {rel} r ON f.{self._id} = r.{self._id})")
+            order = f"{ident(sort_by)} {'DESC' if desc else 'ASC'} NULLS LAST, {self._id}"
+        else:  # the log's own order, filtered or not
+            order = self._natural_order
+        top = stop is not None and stop <= TOP_ROWS
+        # 8 bytes a row: even a million rows is a small numpy array, and a page is a slice
+        ids = self.con.execute(f"SELECT {self._id} FROM {rel} ORDER BY {order}"
+                               + (f" LIMIT {TOP_ROWS + 1}" if top else "")).fetchnumpy()[self.id_name]
+        if top and len(ids) > TOP_ROWS:  # (one more than kept: whether there are more)
+            return ids[:TOP_ROWS], False
+        return ids, True
 
     def invalidate(self) -> None:
         """Forget cached filters and orders (the data changed)."""

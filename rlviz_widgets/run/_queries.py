@@ -19,7 +19,7 @@ from rlviz_widgets import _problems as problemsmod
 from rlviz_widgets._ingest.custom_columns import RESERVED
 from rlviz_widgets._mismatch import STEP_FIGURES, step_figures
 from rlviz_widgets._problems import Problem
-from rlviz_widgets._sql import bin_count, mean_sql, std_sql
+from rlviz_widgets._sql import bin_count, ident, mean_sql, std_sql
 from rlviz_widgets._where import condition, names_any
 from rlviz_widgets.run._sandbox import Sandbox
 from rlviz_widgets.run._views import ID_STRIDE, TOKEN_FIELDS
@@ -102,6 +102,11 @@ def sample_id(i) -> int:
     raise TypeError(f"sample ids are whole numbers (run.samples['sample_id']), not {i!r}")
 
 
+def bigints(ids: Iterable[int]) -> list[int]:
+    """Those of ``ids`` a BIGINT holds (the others are no sample's id), for a list parameter."""
+    return [i for i in ids if -2**63 <= i < 2**63]
+
+
 def ids_by_file(ids: list[int]) -> dict[int, list[int]]:
     by_file: dict[int, list[int]] = {}
     for i in ids:
@@ -151,6 +156,7 @@ class Frames(metaclass=ABCMeta):
     def _forget(self) -> None:
         """What was computed from the views, forgotten (kept while they stay: ``_fresh``)."""
         self._steps_cache: pd.DataFrame | None = None
+        self._steps_parts: dict[tuple, pd.DataFrame] = {}  # ``steps_of``'s frames, by the figures asked
         self._where_checked: tuple = (None, "")  # ((where, views' builds), the condition ``_where.condition`` gave)
         self._domains: OrderedDict = OrderedDict()  # least recently asked first (``MAX_DOMAINS``)
         self._built = self._rel.builds  # the views they were computed from
@@ -203,30 +209,54 @@ class Frames(metaclass=ABCMeta):
             self._steps_cache = self._rel.execute(self.steps_sql()).df()
         return self._steps_cache.copy()
 
-    def steps_sql(self, where: str = "", starts: list[int] | None = None) -> str:
+    @property
+    def step_fields(self) -> list[str]:
+        """The figures of ``steps`` after ``step`` and ``samples``, in its order (known without computing them)."""
+        return list(self._step_aggregates())
+
+    def steps_of(self, fields: Iterable[str]) -> pd.DataFrame:
+        """``steps``' ``step``, ``samples`` and those of ``fields`` it has, in its order: taken from ``steps`` where
+        it was computed, else by a query of those figures alone (a chart draws a few of its dozens, which cost a
+        sort of a million values for each quantile); kept while the views stay."""
+        self._fresh()
+        wanted = set(fields)
+        names = [f for f in self._step_aggregates() if f in wanted]
+        if self._steps_cache is not None:
+            return self._steps_cache[["step", "samples", *names]].copy()
+        key = tuple(names)
+        if key not in self._steps_parts:
+            self._steps_parts[key] = self._rel.execute(self.steps_sql(fields=names)).df()
+        return self._steps_parts[key].copy()
+
+    def _step_aggregates(self) -> dict[str, str]:
+        """Figure of ``steps`` -> its SQL aggregate over a step's samples: per ``STAT_COLUMNS`` the mean, std, min,
+        max and ``QUANTILES`` (items of one ``quantile_cont`` list, which DuckDB computes once), then the mismatch
+        figures of the fields the run has (``_mismatch.step_figures``)."""
+        out: dict[str, str] = {}
+        for name, col in STAT_COLUMNS.items():
+            out |= {f"{name}_mean": mean_sql(col), f"{name}_std": std_sql(col), f"{name}_min": f"min({col})",
+                    f"{name}_max": f"max({col})"}
+            listed = f"quantile_cont({col}, {list(QUANTILES)})"  # one sort for all five
+            out |= {f"{name}_p{round(q * 100):02d}": f"{listed}[{k + 1}]" for k, q in enumerate(QUANTILES)}
+        return out | step_figures("n_trained_tokens", tuple(f for f in STEP_FIGURES if f in self._rel.nums.kinds))
+
+    def steps_sql(self, where: str = "", starts: list[int] | None = None, fields: Iterable[str] | None = None) -> str:
         """The SQL behind ``steps`` (optionally restricted by a WHERE clause over samples). With ``starts`` (sorted
         steps, the first at most the run's first), one row per bucket of the steps from one start to the next,
-        named by its start: the statistics of the bucket's samples."""
+        named by its start: the statistics of the bucket's samples. ``fields``: only those figures (and ``step``,
+        ``samples``), in ``steps``' order."""
         where = self.check_where(where)
         src = self._numeric(where)
         if starts is not None:
             src = _in_buckets(f"(SELECT * FROM {src} {'WHERE ' + where if where else ''})", starts)
             where = ""
-        aggs = []
-        for out, col in STAT_COLUMNS.items():
-            aggs += [f"{mean_sql(col)} AS {out}_mean", f"{std_sql(col)} AS {out}_std",
-                     f"min({col}) AS {out}_min", f"max({col}) AS {out}_max"]
-            aggs.append(f"quantile_cont({col}, {list(QUANTILES)}) AS _q_{out}")  # one sort for all five
-        unpack = ", ".join(f"_q_{out}[{k + 1}] AS {out}_p{round(q * 100):02d}"
-                           for out in STAT_COLUMNS for k, q in enumerate(QUANTILES))
-        order = [f"{out}_{s}" for out in STAT_COLUMNS
-                 for s in ("mean", "std", "min", "max", *(f"p{round(q * 100):02d}" for q in QUANTILES))]
-        mismatch = step_figures("n_trained_tokens", tuple(f for f in STEP_FIGURES if f in self._rel.nums.kinds))
-        aggs += [f'{sql} AS "{name}"' for name, sql in mismatch.items()]
-        order += [f'"{name}"' for name in mismatch]
-        return (f"SELECT step, samples, {', '.join(order)} FROM (SELECT *, {unpack} FROM ("
-                f"SELECT step, count(*) AS samples, {', '.join(aggs)} FROM {src} "
-                f"{'WHERE ' + where if where else ''} GROUP BY step)) ORDER BY step")
+        aggs = self._step_aggregates()
+        if fields is not None:
+            wanted = set(fields)
+            aggs = {name: sql for name, sql in aggs.items() if name in wanted}
+        cols = "".join(f", {sql} AS {ident(name)}" for name, sql in aggs.items())
+        return (f"SELECT step, count(*) AS samples{cols} FROM {src} {'WHERE ' + where if where else ''} "
+                f"GROUP BY step ORDER BY step")
 
     def check_where(self, where: str) -> str:
         """``where`` checked to be one SQL condition over ``samples``, in parentheses (``_where.condition``): a
@@ -407,11 +437,34 @@ class Frames(metaclass=ABCMeta):
         parts = self._rel.parts(by_file)
         if not ids or not parts:
             return self._rel.execute(f"SELECT {cols if columns else '*'} FROM samples WHERE false").df()
-        sql = self._rel.samples_sql(parts, lines=by_file)
-        df = self._rel.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
+        if columns:
+            df = self._columns_of(ids, list(dict.fromkeys(columns)), by_file, parts)
+        else:
+            sql = self._rel.samples_sql(parts, lines=by_file)
+            df = self._rel.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df()
         at = {sid: k for k, sid in enumerate(df["__id"].tolist())}
         df = df.iloc[[at[i] for i in ids if i in at]]  # in the order asked, an id asked twice given twice
-        return df.drop(columns="__id").reset_index(drop=True)
+        df = df.drop(columns="__id").reset_index(drop=True)
+        return df[list(columns)] if columns else df
+
+    def _columns_of(self, ids: list[int], columns: list[str], by_file: dict, parts: list) -> pd.DataFrame:
+        """``columns`` of the ids' rows, unordered, with their id (``__id``): the numbers from ``_nums`` in memory,
+        only the texts from the cache parts (a sorted page's rows lie in dozens of parts, each opened to read them,
+        and the fewer columns read there the sooner)."""
+        not_in = set(self._rel.nums.not_in_nums)
+        frames = []
+        if [c for c in columns if c not in not_in]:
+            cols = ", ".join(ident(c) for c in columns if c not in not_in)
+            frames.append(self._rel.execute(f"SELECT {cols}, sample_id AS __id FROM _nums WHERE sample_id IN "
+                                            f"(SELECT unnest(?::BIGINT[]))", [bigints(ids)]).df())
+        if [c for c in columns if c in not_in]:
+            cols = ", ".join(ident(c) for c in columns if c in not_in)
+            sql = self._rel.samples_sql(parts, lines=by_file)
+            frames.append(self._rel.execute(f"SELECT {cols}, sample_id AS __id FROM ({sql})").df())
+        if len(frames) == 1:
+            return frames[0][[*columns, "__id"]]
+        both = frames[0].set_index("__id").join(frames[1].set_index("__id"), how="inner")
+        return both[columns].reset_index()
 
     def _in_run(self, ids: list[int]) -> list[int]:
         """Those of ``ids`` that are samples of this run, in their order: the step range and the per-step cap
@@ -425,8 +478,7 @@ class Frames(metaclass=ABCMeta):
         """Those of ``ids`` that are samples of this run (as one list parameter: 80k ids written into the SQL
         text took a second to parse)."""
         query = "SELECT sample_id FROM _nums WHERE sample_id IN (SELECT unnest(?::BIGINT[]))"
-        wanted = [i for i in dict.fromkeys(ids) if -2**63 <= i < 2**63]  # others are no id (nor a BIGINT)
-        return {i for (i,) in self._rel.execute(query, [wanted]).fetchall()}
+        return {i for (i,) in self._rel.execute(query, [bigints(dict.fromkeys(ids))]).fetchall()}
 
     def data_key(self, sample_ids: Iterable[int]) -> tuple:
         """What these samples' records depend on: which of them the run holds (a cap or step range may let one
@@ -540,7 +592,10 @@ class Frames(metaclass=ABCMeta):
     @property
     def columns(self) -> list[str]:
         """Column names of ``samples``."""
-        return [c for (c,) in self._rel.execute("SELECT column_name FROM (DESCRIBE samples)").fetchall()]
+        self._rel.follow()  # (a set's runs may have refreshed on their own)
+        # as the views were made (``samples`` is ``_samples_raw`` without file_no): a DESCRIBE of the view reads the
+        # footers of its parts, ~20 ms on a thousand
+        return [c for c in self._rel.nums.kinds if c != "file_no"]
 
     @property
     def problems(self) -> pd.DataFrame:
