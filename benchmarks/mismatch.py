@@ -2,14 +2,20 @@
 
     python benchmarks/mismatch.py                    # 1M sequences (~4.7 GB) and a 300 MB RLB-schema baseline
     python benchmarks/mismatch.py --sequences 50000  # smaller: a smoke run, the targets not meaningful
-    python benchmarks/mismatch.py --dir D            # generate into D (kept, and reused when it holds the export)
+    python benchmarks/mismatch.py --dir D            # generate into D (kept with the caches, and reused)
+    python benchmarks/mismatch.py --dir D --warm-only                # the warm figures only
+    python benchmarks/mismatch.py --dir D --compare OLD --repeats 5  # warm: OLD's code and this, interleaved
 
 Measured in this one process, one after the other: (a) cold ingest of an RL Logging Board-schema log (the baseline,
 ``benchmarks/ingest.py``'s generator) and (b) of the prime-rl export, each with an empty cache dir, as MB/s; then,
-warm (the export opened again from its cache): (c) the mismatch and entropy step curves (``run.steps``' columns
-the RunView panels draw), (d) a table page sorted by ``mismatch_log_ratio_abs_max``. Targets: (b)'s MB/s at least
-(a)'s / 1.5; (c) and (d) each under 200 ms (the median of 5). Sequences are short (24 tokens: a prompt of 12, a
-trained answer of 12), as the writer's ``main`` schema writes them: every list of floats, ``null`` for non-finite.
+warm (the export opened again from its cache), through the calls the RunView's widgets make (``warm``): (c) the
+chart's datasets, which hold the mismatch and entropy step curves, asked first after the views are made (and, as
+well, the step figures alone and the datasets asked again); (d) the SampleTable's first page after a sort by
+``mismatch_log_ratio_abs_max`` descending, with a few numeric columns (and with the table's default columns, texts
+too). Targets: (b)'s MB/s at least (a)'s / 1.5; (c) and (d) each under 200 ms (the median of 5). ``--compare OLD``
+(a tree holding another version's ``rlviz_widgets/``) runs (c) and (d) in a process per version, alternating.
+Sequences are short (24 tokens: a prompt of 12, a trained answer of 12), as the writer's ``main`` schema writes
+them: every list of floats, ``null`` for non-finite.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,20 +95,22 @@ def write_export(folder: Path, sequences: int, seed: int = 0) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*.jsonl"))
 
 
-def timed(fn, repeat: int = 1) -> tuple[float, object]:
+def timed(fn, repeat: int = 1, setup=None) -> tuple[float, object]:
+    """(median seconds, the last answer) of ``repeat`` calls of ``fn``, ``setup`` untimed before each."""
     times, out = [], None
     for _ in range(repeat):
+        if setup is not None:
+            setup()
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
 
 
-def cold(folder: Path, scratch: Path, size: int) -> tuple[float, float]:
-    """(seconds, MB/s) of an open with an empty cache dir."""
+def cold(folder: Path, cache: Path, size: int) -> tuple[float, float]:
+    """(seconds, MB/s) of an open with an empty cache dir (``cache``: kept after, for the warm figures)."""
     import rlviz_widgets as rw
 
-    cache = scratch / f"cache-{folder.name}"
     shutil.rmtree(cache, ignore_errors=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -110,37 +119,98 @@ def cold(folder: Path, scratch: Path, size: int) -> tuple[float, float]:
     return seconds, size / MB / seconds
 
 
-def warm(folder: Path, scratch: Path) -> dict[str, float]:
-    """Median ms of the step curves and a sorted table page, over a run opened from its cache."""
+PAGE_COLUMNS = ["sample_id", "step", "mismatch_log_ratio_abs_max", "masked_fraction", "entropy_mean", "reward"]
+
+
+def warm(folder: Path, cache: Path, repeat: int = 5) -> dict[str, float]:
+    """Median ms of what a RunView asks of a run opened from its cache, through the calls the widgets make: the
+    chart's datasets (``_chart_data.run_datasets``: the step curves and the reward heat map) and their step
+    figures alone (``step_stats``), each the first ask after the views are made (as after an open, a rule change
+    or growth: ``_forget``) and asked again; the SampleTable's ``rows`` rpc (offset 0, a page of 100) after a
+    sort by ``mismatch_log_ratio_abs_max`` descending, as the comm applies a header click (the table back in the
+    log's order between, untimed), with the table's default columns (texts too) and with ``PAGE_COLUMNS``."""
     import rlviz_widgets as rw
-    from rlviz_widgets._chart_data import PANEL_FIELDS
-    from rlviz_widgets._table_source import TableSource
+    from rlviz_widgets import _chart_data as cd
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = rw.open_run(folder, cache_dir=scratch / f"cache-{folder.name}", progress=False)
+        run = rw.open_run(folder, cache_dir=cache, progress=False)
+    forget = run._forget  # noqa: SLF001 - the views as just made: nothing computed from them yet
 
-    def curves():
-        run._forget()  # noqa: SLF001 - a benchmark asks afresh, as a new view would
-        return run.steps[["step", *PANEL_FIELDS]]
+    def datasets():
+        return cd.run_datasets(run, bins=30, band=1.0, zero_shift=False, has_ref=False)
 
-    source = TableSource.from_run(run)
-    cols = ["sample_id", "step", "mismatch_log_ratio_abs_max", "masked_fraction", "entropy_mean", "reward"]
+    out = {"samples": run.n_samples,
+           "datasets_first_ms": timed(datasets, repeat, forget)[0] * 1000,
+           "steps_first_ms": timed(lambda: cd.step_stats(run, cd.MAX_CURVE_STEPS), repeat, forget)[0] * 1000,
+           "datasets_again_ms": timed(datasets, repeat)[0] * 1000}
+    table = rw.SampleTable(run)
+    sent: list[str] = []
+    table.send = lambda content, buffers=None: sent.append(json.dumps(content))  # serialised, as the comm would
 
-    def page():
-        source.invalidate()
-        return source.page(0, 50, cols, sort_by="mismatch_log_ratio_abs_max", desc=True)
+    def ask() -> None:
+        table._on_rpc(table, {"type": "rpc", "id": "r", "method": "rows",  # noqa: SLF001 - as the comm calls it
+                              "params": {"offset": 0, "limit": 100}}, [])
+        if '"ok": true' not in sent[-1][:80]:
+            raise SystemExit(f"rows failed: {sent[-1][:500]}")
 
-    out = {"steps_ms": timed(curves, 5)[0] * 1000, "page_ms": timed(page, 5)[0] * 1000, "samples": run.n_samples}
+    def unsorted() -> None:
+        table.set_state({"sort_by": "", "sort_desc": False})
+        ask()
+
+    def sorted_page() -> None:
+        table.set_state({"sort_by": "mismatch_log_ratio_abs_max", "sort_desc": True})
+        ask()
+
+    out["page_default_ms"] = timed(sorted_page, repeat, unsorted)[0] * 1000
+    table.show_columns(PAGE_COLUMNS)
+    out["page_ms"] = timed(sorted_page, repeat, unsorted)[0] * 1000
     run.close()
     return out
+
+
+WARM_LINES = (("datasets_first_ms", "(c) chart datasets, first ask"),
+              ("steps_first_ms", "    step figures alone, first ask"),
+              ("datasets_again_ms", "    chart datasets, asked again"), ("page_ms", "(d) sorted page, numbers"),
+              ("page_default_ms", "    sorted page, default columns"))
+
+
+def compare(other: Path, root: Path, repeats: int) -> str:
+    """The warm figures of the code in ``other`` (before) and this tree's (after), each in its own process,
+    interleaved ``repeats`` times; a line per figure: the medians and every run's."""
+    got: dict[str, list[dict]] = {"before": [], "after": []}
+    for _ in range(repeats):
+        for label, code in (("before", other), ("after", ROOT)):
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(code), "--dir", str(root)]
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            if done.returncode != 0:
+                raise SystemExit(f"worker ({label}) failed:\n{done.stderr[-3000:]}")
+            got[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(label, {k: round(v, 1) for k, v in got[label][-1].items()}, flush=True)
+    head = "ms (median of the runs' medians)"
+    lines = [f"{head:<38} {'before':>9} {'after':>9}   runs before / after"]
+    for key, name in WARM_LINES:
+        b, a = ([r[key] for r in got[x]] for x in ("before", "after"))
+        lines.append(f"{name:<38} {statistics.median(b):9.1f} {statistics.median(a):9.1f}   "
+                     f"{', '.join(f'{x:.0f}' for x in b)} / {', '.join(f'{x:.0f}' for x in a)}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sequences", type=int, default=1_000_000)
-    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--dir", type=Path, default=None, help="the export, the baseline log and their caches: kept")
+    ap.add_argument("--warm-only", action="store_true", help="no cold ingest (the caches in --dir made if missing)")
+    ap.add_argument("--compare", type=Path, default=None,
+                    help="a tree of another version of the code (its rlviz_widgets/): warm figures of both, "
+                         "interleaved (implies --warm-only)")
+    ap.add_argument("--repeats", type=int, default=5, help="processes per version with --compare")
+    ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)  # the code's tree
     args = ap.parse_args(argv)
+    if args.worker is not None:  # one version's warm figures, as a JSON line
+        sys.path.insert(0, str(args.worker))
+        print(json.dumps(warm(args.dir / "prime", args.dir / "cache-prime")))
+        return 0
     scratch = Path(tempfile.mkdtemp(prefix="rlviz-mismatch-"))
     root = args.dir or scratch
     export, rlb = root / "prime", root / "rlb"
@@ -152,20 +222,30 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(str(args.sequences))
         print(f"generated the export in {time.perf_counter() - t0:.0f} s", flush=True)
     size = sum(p.stat().st_size for p in export.rglob("*.jsonl"))
-    rlb.mkdir(parents=True, exist_ok=True)
-    make_log(rlb, FULL)
-    rlb_size = sum(p.stat().st_size for p in rlb.glob("*.jsonl"))
-    a_s, a_mbs = cold(rlb, scratch, rlb_size)
-    b_s, b_mbs = cold(export, scratch, size)
-    w = warm(export, scratch)
-    ok = {"ingest": b_mbs >= a_mbs / 1.5, "steps": w["steps_ms"] < 200, "page": w["page_ms"] < 200}
-    lines = [f"prime-rl export: {w['samples']} sequences, {size / MB:.0f} MB; "
-             f"RLB-schema baseline {rlb_size / MB:.0f} MB",
-             f"(a) RLB cold ingest      {a_s:8.1f} s  {a_mbs:7.1f} MB/s",
-             f"(b) prime cold ingest    {b_s:8.1f} s  {b_mbs:7.1f} MB/s  ratio {a_mbs / b_mbs:.2f}x "
-             f"(target <= 1.5x) {'ok' if ok['ingest'] else 'MISSED'}",
-             f"(c) step curves, warm    {w['steps_ms']:8.1f} ms (target < 200) {'ok' if ok['steps'] else 'MISSED'}",
-             f"(d) sorted page, warm    {w['page_ms']:8.1f} ms (target < 200) {'ok' if ok['page'] else 'MISSED'}"]
+    lines = [f"prime-rl export: {args.sequences} sequences, {size / MB:.0f} MB"]
+    ok = {}
+    if args.warm_only or args.compare:
+        if not (root / "cache-prime").exists():
+            cold(export, root / "cache-prime", size)
+    else:
+        rlb.mkdir(parents=True, exist_ok=True)
+        make_log(rlb, FULL)
+        rlb_size = sum(p.stat().st_size for p in rlb.glob("*.jsonl"))
+        a_s, a_mbs = cold(rlb, root / "cache-rlb", rlb_size)
+        b_s, b_mbs = cold(export, root / "cache-prime", size)
+        ok["ingest"] = b_mbs >= a_mbs / 1.5
+        lines += [f"RLB-schema baseline {rlb_size / MB:.0f} MB",
+                  f"(a) RLB cold ingest      {a_s:8.1f} s  {a_mbs:7.1f} MB/s",
+                  f"(b) prime cold ingest    {b_s:8.1f} s  {b_mbs:7.1f} MB/s  ratio {a_mbs / b_mbs:.2f}x "
+                  f"(target <= 1.5x) {'ok' if ok['ingest'] else 'MISSED'}"]
+    if args.compare:
+        lines.append(compare(args.compare, root, args.repeats))
+    else:
+        w = warm(export, root / "cache-prime")
+        ok |= {"steps": w["datasets_first_ms"] < 200, "page": max(w["page_ms"], w["page_default_ms"]) < 200}
+        lines += [f"{name:<38} {w[key]:8.1f} ms" for key, name in WARM_LINES]
+        lines.append(f"targets (< 200 ms): step curves {'ok' if ok['steps'] else 'MISSED'}, "
+                     f"sorted page {'ok' if ok['page'] else 'MISSED'}")
     print("\n".join(lines))
     if args.dir is None:
         shutil.rmtree(scratch, ignore_errors=True)
