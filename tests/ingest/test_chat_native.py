@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import random
-import warnings
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 from chat_formats import XSS, agent_messages, write_agent_chat, write_openai_chat
+from test_native import open_both
 
-import rlviz_widgets
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest import native
 from rlviz_widgets._ingest.readers.chat import messages_chat
@@ -216,25 +215,9 @@ def _frames(run) -> dict[str, pd.DataFrame]:
 
 
 def _open_both(source, tmp_path, monkeypatch, **options) -> tuple[dict, dict, int]:
-    """The frames of ``source`` opened with the messages read in C and without (``native._lib`` off), and how many
-    lines C read."""
-    read = []
-    real = native.read_messages
-
-    def counted(lines, key):
-        got = real(lines, key)
-        read.append(0 if got is None else sum(got["handled"].to_pylist()))
-        return got
-
-    monkeypatch.setattr(native, "read_messages", counted)
-    out = []
-    for k, lib in enumerate((native.library(), False)):
-        monkeypatch.setattr(native, "_lib", lib)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            run = rlviz_widgets.open_run(source, cache_dir=tmp_path / f"cache{k}", progress=False, **options)
-        out.append(_frames(run))
-    return out[0], out[1], sum(read)
+    """The frames of ``source`` opened with the messages read in C and without, and how many lines C read."""
+    return open_both(source, tmp_path, monkeypatch, reader="read_messages", frames=_frames,
+                     counts=lambda got: 0 if got is None else sum(got["handled"].to_pylist()), **options)
 
 
 def _same(a: dict, b: dict) -> None:

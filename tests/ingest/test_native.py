@@ -271,25 +271,26 @@ def _frames(run) -> dict[str, pd.DataFrame]:
     return {"samples": samples, "steps": run.steps, "tokens": tokens, "problems": problems}
 
 
-def _open_both(source, tmp_path: Path, monkeypatch, **options) -> tuple[dict, dict, int]:
-    """The frames of ``source`` opened with the arrays read in C and without (``native._lib`` off), and how many
-    chunks C read."""
+def open_both(source, tmp_path: Path, monkeypatch, reader: str = "read_arrays", counts=lambda got: got is not None,
+              frames=None, **options) -> tuple[dict, dict, int]:
+    """The frames of ``source`` (``frames``, default ``_frames``) opened with C (``native.<reader>``) and without
+    (``native._lib`` off), and how much C read (``counts`` of each reading, summed; default: the chunks read)."""
     read = []
-    real = native.read_arrays
+    real = getattr(native, reader)
 
-    def counted(lines, keys, strings=None):
-        got = real(lines, keys, strings)
-        read.append(got is not None)
+    def counted(*args):
+        got = real(*args)
+        read.append(counts(got))
         return got
 
-    monkeypatch.setattr(native, "read_arrays", counted)
+    monkeypatch.setattr(native, reader, counted)
     out = []
     for k, lib in enumerate((native.library(), False)):
         monkeypatch.setattr(native, "_lib", lib)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             run = rlviz_widgets.open_run(source, cache_dir=tmp_path / f"cache{k}", progress=False, **options)
-        out.append(_frames(run))
+        out.append((frames or _frames)(run))
     return out[0], out[1], sum(read)
 
 
@@ -303,7 +304,7 @@ def _same(a: dict, b: dict) -> None:
 
 @needs_lib
 def test_the_shared_run_opens_the_same(tmp_path, monkeypatch):
-    with_c, without, chunks = _open_both(SHARED_DATA, tmp_path, monkeypatch)
+    with_c, without, chunks = open_both(SHARED_DATA, tmp_path, monkeypatch)
     assert chunks > 0
     _same(with_c, without)
 
@@ -355,7 +356,7 @@ def test_faulty_logs_open_the_same(tmp_path, monkeypatch, options):
     rows.append('{"step": 9, "logprobs": [0.5')  # half-written last line
     write_lines(tmp_path / "logs" / "rank0.jsonl", rows[:200])
     write_lines(tmp_path / "logs" / "rank1.jsonl", rows[200:], newline_at_end=False)
-    with_c, without, chunks = _open_both(tmp_path / "logs", tmp_path, monkeypatch, **options)
+    with_c, without, chunks = open_both(tmp_path / "logs", tmp_path, monkeypatch, **options)
     assert chunks > 0
     assert len(without["problems"]) > (20 if not options else 5)
     _same(with_c, without)
@@ -364,11 +365,11 @@ def test_faulty_logs_open_the_same(tmp_path, monkeypatch, options):
 @needs_lib
 def test_the_readme_record_and_mapped_columns_open_the_same(tmp_path, monkeypatch):
     """RL Logging Board's own 13-vs-12 record; a log whose arrays are under other keys (``columns=``)."""
-    _same(*_open_both(README_RECORD, tmp_path / "a", monkeypatch)[:2])
+    _same(*open_both(README_RECORD, tmp_path / "a", monkeypatch)[:2])
     rec = {"step": 1, "prompt": "p", "response": "r", "reward": 1.0, "response_tokens": ["a", "b"],
            "lp": [-0.5, -1.5], "logprobs": [7.0, 7.0]}
     write_lines(tmp_path / "m" / "log.jsonl", [rec, {**rec, "step": 2}])
-    with_c, without, chunks = _open_both(tmp_path / "m", tmp_path / "b", monkeypatch, columns={"logprobs": "lp"})
+    with_c, without, chunks = open_both(tmp_path / "m", tmp_path / "b", monkeypatch, columns={"logprobs": "lp"})
     assert chunks > 0
     _same(with_c, without)
     assert with_c["tokens"]["logprob"].tolist() == [-0.5, -1.5, -0.5, -1.5]

@@ -288,6 +288,30 @@ static int text_value(out_t *o, int k, int64_t row, const uint8_t *p, const uint
     return OK;
 }
 
+/* The object at *pp (its {), every value checked strictly: *va, *vb where its keys a and b are (NULL: not there);
+ * *pp past it. BAIL if it is no object, or a or b is written twice (Python reads the last). */
+static int two_keys(const uint8_t **pp, const uint8_t *e, const char *a, const uint8_t **va, const char *b,
+                    const uint8_t **vb, int depth) {
+    const uint8_t *p = *pp, *ks;
+    int64_t kn;
+    *va = *vb = NULL;
+    if (p >= e || *p != '{') return BAIL;
+    int more = first_key(&p, e, '}');
+    while (more == 1) {
+        if (!(p = key_at(p, e, &ks, &kn))) return BAIL;
+        const uint8_t **slot = is(ks, kn, a) ? va : is(ks, kn, b) ? vb : NULL;
+        if (slot) {
+            if (*slot) return BAIL;
+            *slot = p;
+        }
+        if (!(p = strict_value(p, e, depth))) return BAIL;
+        more = next_key(&p, e, '}');
+    }
+    if (!more) return BAIL;
+    *pp = p;
+    return OK;
+}
+
 /* -- messages -------------------------------------------------------------------------------------------------- */
 /* Where a message's keys are (NULL: not there): read once all are known. */
 typedef struct {
@@ -310,20 +334,9 @@ static int content_value(out_t *o, int64_t row, const uint8_t *p, const uint8_t 
                 return BAIL;
             o->c[TEXT].len += len;
         } else if (p < e && *p == '{') {
-            const uint8_t *text = NULL, *type = NULL, *ks;
-            int64_t kn;
-            int inner = first_key(&p, e, '}');
-            while (inner == 1) {
-                if (!(p = key_at(p, e, &ks, &kn))) return BAIL;
-                const uint8_t **slot = is(ks, kn, "text") ? &text : is(ks, kn, "type") ? &type : NULL;
-                if (slot) {
-                    if (*slot) return BAIL; /* written twice: Python reads the last */
-                    *slot = p;
-                }
-                if (!(p = strict_value(p, e, 3))) return BAIL;
-                inner = next_key(&p, e, '}');
-            }
-            if (!inner || !text || *text != '"') return BAIL;
+            const uint8_t *text, *type;
+            if (!two_keys(&p, e, "text", &text, "type", &type, 3)) return BAIL;
+            if (!text || *text != '"') return BAIL;
             if (type && !literal_end(type, e, "null") && !literal_end(type, e, "\"text\"") &&
                 !literal_end(type, e, "\"input_text\"") && !literal_end(type, e, "\"output_text\""))
                 return BAIL;
@@ -404,35 +417,10 @@ static int role_value(out_t *o, int64_t row, const uint8_t *p, const uint8_t *e,
 /* One tool call at p as turn row `row`: TOOL_NAME (its name, "?" without one), TOOL_ARGS (its arguments: JSON text
  * Python reads; "" without), TOOL_CALL_ID. Only {function: {name, arguments}, id, ...}. */
 static int call_row(out_t *o, int64_t row, const uint8_t *p, const uint8_t *e, const uint8_t **end) {
-    const uint8_t *fn = NULL, *id = NULL, *name = NULL, *args = NULL, *ks, *q;
-    int64_t kn;
-    if (p >= e || *p != '{') return BAIL;
-    int more = first_key(&p, e, '}');
-    while (more == 1) {
-        if (!(p = key_at(p, e, &ks, &kn))) return BAIL;
-        const uint8_t **slot = is(ks, kn, "function") ? &fn : is(ks, kn, "id") ? &id : NULL;
-        if (slot) {
-            if (*slot) return BAIL;
-            *slot = p;
-        }
-        if (!(p = strict_value(p, e, 4))) return BAIL;
-        more = next_key(&p, e, '}');
-    }
-    if (!more || !fn || *fn != '{') return BAIL;
+    const uint8_t *fn, *id, *name, *args, *q;
+    if (!two_keys(&p, e, "function", &fn, "id", &id, 4) || !fn || *fn != '{') return BAIL;
     *end = p;
-    p = fn;
-    more = first_key(&p, e, '}');
-    while (more == 1) {
-        if (!(p = key_at(p, e, &ks, &kn))) return BAIL;
-        const uint8_t **slot = is(ks, kn, "name") ? &name : is(ks, kn, "arguments") ? &args : NULL;
-        if (slot) {
-            if (*slot) return BAIL;
-            *slot = p;
-        }
-        if (!(p = strict_value(p, e, 5))) return BAIL;
-        more = next_key(&p, e, '}');
-    }
-    if (!more) return BAIL;
+    if (!two_keys(&fn, e, "name", &name, "arguments", &args, 5)) return BAIL;
     int64_t start = o->c[TOOL_NAME].len;
     if (name && *name == '"') {
         if (!text_value(o, TOOL_NAME, row, name, e, 0, 0, &q)) return BAIL;

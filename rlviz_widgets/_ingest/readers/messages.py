@@ -20,6 +20,7 @@ from concurrent.futures import Future
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlviz_widgets._ingest.lines import Chunk
 from rlviz_widgets._ingest.metrics import ARRAYS
@@ -88,7 +89,7 @@ def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str
     columns C gives by name)."""
     if got is None:
         return None
-    turns = turn_list(got["row_offsets"], {f: got[f] for f in _ROWS}, pa.compute.invert(got["handled"]))
+    turns = turn_list(got["row_offsets"], {f: got[f] for f in _ROWS}, pc.invert(got["handled"]))
     return got["lines"], {"prompt": got["prompt"], "response": got["response"], NATIVE_ANSWER: got["answer"],
                           "turns": turns, "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"]}
 
