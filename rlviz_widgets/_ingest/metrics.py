@@ -120,7 +120,7 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     lens, listed, flat = _lists(table)
     out["n_tokens"] = pa.array(lens.astype(np.int32), mask=~listed)  # no token arrays: unknown, not 0
-    mask = _trained(table)
+    mask = trained_mask(table)
     if mask is not None:  # statistics over the trained tokens only: the others' values left out, as missing ones
         flat = {name: (_only_trained(vals, offsets, mask), offsets, valid)
                 for name, (vals, offsets, valid) in flat.items()}
@@ -161,7 +161,7 @@ def per_sample(table: pa.Table) -> dict[str, np.ndarray]:
     return out
 
 
-def _trained(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def trained_mask(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(mask values, offsets, which rows have a mask) of a table's ``trained`` column; None where no row has one (a
     log of response tokens: every token is trained)."""
     if "trained" not in table.column_names or table["trained"].null_count == table.num_rows:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from rlviz_widgets._ingest.metrics import trained_mask
+
 FIGURES = {"mismatch_log_ratio_abs_mean": pa.float64(), "mismatch_log_ratio_abs_max": pa.float64(),
            "mismatch_log_ratio_sum": pa.float64(), "mismatch_tokens": pa.int32(), "mismatch_kl_mean": pa.float64(),
            "sequence_ratio": pa.float64(), "entropy_mean": pa.float64(), "logged_masked_tokens": pa.int32(),
@@ -54,19 +56,6 @@ def _trained_at(row: np.ndarray, pos: np.ndarray, trained: tuple | None) -> np.n
     return out
 
 
-def _mask(table: pa.Table) -> tuple | None:
-    """(values, offsets, which rows have one) of the part's loss mask ``trained``; None: no row has one."""
-    if "trained" not in table.column_names or table["trained"].null_count == table.num_rows:
-        return None
-    arr = table["trained"].combine_chunks()
-    if arr.offset:
-        arr = pa.concat_arrays([arr])
-    offsets = arr.offsets.to_numpy()
-    values = arr.values.slice(offsets[0], offsets[-1] - offsets[0]).fill_null(False)
-    return (values.to_numpy(zero_copy_only=False).astype(bool), offsets - offsets[0],
-            ~arr.is_null().to_numpy(zero_copy_only=False))
-
-
 def _paired(a: _Flat, b: _Flat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a's values, b's values, rows) at the positions both lists have (each row's first min(len) of the two)."""
     if np.array_equal(a.offsets, b.offsets):
@@ -98,7 +87,7 @@ def _max(x: np.ndarray, row: np.ndarray, n: int) -> np.ndarray:
 def per_sample(table: pa.Table) -> dict[str, pa.Array]:
     """The ``FIGURES`` a part's mismatch fields give (only those its fields allow)."""
     n = table.num_rows
-    mask = _mask(table)
+    mask = trained_mask(table)
     have = {c for c in ("inference_logprob", "trainer_logprob", "entropy", "logged_mismatch_kl", "is_masked")
             if c in table.column_names and table[c].null_count < n}
     out: dict[str, np.ndarray] = {}
