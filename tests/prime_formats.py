@@ -300,3 +300,16 @@ def write_nemo_prev(log_dir: Path, step: int = 3, prompts: int = 3, n: int = 4, 
         rec["prev_logprobs"] = [prev.tolist()]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
+
+
+def nemo_prev_tokens(records: list[dict]) -> dict[str, list]:
+    """The tokens of ``write_nemo_prev``'s records as a reference computation reads them: per real token its
+    sample (the line's index), both log-probs and whether it is trained."""
+    rows: dict[str, list] = {"sample_id": [], "inference_logprob": [], "trainer_logprob": [], "trained": []}
+    for sid, rec in enumerate(records):
+        n = rec["input_lengths"][0]
+        rows["sample_id"] += [sid] * n
+        rows["inference_logprob"] += rec["generation_logprobs"][0][:n]
+        rows["trainer_logprob"] += rec["prev_logprobs"][0][:n]
+        rows["trained"] += [m > 0 for m in rec["token_loss_mask"][0][:n]]
+    return rows

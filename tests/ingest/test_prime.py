@@ -15,7 +15,7 @@ import pytest
 import rlviz_widgets as rw
 from rlviz_widgets._ingest.readers import prime
 from rlviz_widgets._mismatch import STEP_FIGURES, MismatchRule, TokenColumns
-from tests.prime_formats import GENERATIONS, ChatMLTokenizer, write_nemo_prev, write_prime
+from tests.prime_formats import GENERATIONS, ChatMLTokenizer, nemo_prev_tokens, write_nemo_prev, write_prime
 from tests.run.test_mismatch import PRIME, Ref, close, prime_tokens
 
 SAMPLE_FIGURES = ("mismatch_log_ratio_abs_mean", "mismatch_log_ratio_abs_max", "mismatch_kl_mean", "masked_tokens",
@@ -158,13 +158,7 @@ def test_nemo_prev_logprobs(tmp_path):
     records = write_nemo_prev(tmp_path / "logs", prompts=3, n=4)
     run = open_quiet(tmp_path / "logs")
     s = run.samples.sort_values("line").reset_index(drop=True)
-    rows = {"sample_id": [], "inference_logprob": [], "trainer_logprob": [], "trained": []}
-    for sid, rec in enumerate(records):
-        n = rec["input_lengths"][0]
-        rows["sample_id"] += [sid] * n
-        rows["inference_logprob"] += rec["generation_logprobs"][0][:n]
-        rows["trainer_logprob"] += rec["prev_logprobs"][0][:n]
-        rows["trained"] += [m > 0 for m in rec["token_loss_mask"][0][:n]]
+    rows = nemo_prev_tokens(records)
     t = pa.table({k: pa.array(v, pa.float32() if "logprob" in k else None) for k, v in rows.items()})
     c = TokenColumns()
     for rule in (MismatchRule(), MismatchRule("token_mask", low=0.9, high=1.1)):

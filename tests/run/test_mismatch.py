@@ -20,7 +20,7 @@ from rlviz_widgets._mismatch import (
     step_query,
     token_fields,
 )
-from tests.prime_formats import GENERATIONS, write_nemo_prev, write_prime
+from tests.prime_formats import GENERATIONS, nemo_prev_tokens, write_nemo_prev, write_prime
 
 PRIME = TokenColumns(logged_kl="mismatch_kl", logged_mask="is_masked", entropy="entropy", advantage="advantage")
 RULES = [MismatchRule(), MismatchRule("token_mask", low=0.5, high=1.5), MismatchRule("token_truncate", high=1.2),
@@ -296,13 +296,7 @@ def test_nemo_generation_against_prev_logprobs(tmp_path):
     """NeMo-RL: generation_logprobs (sampler) against prev_logprobs (trainer); bare NaN left out."""
     records = write_nemo_prev(tmp_path / "logs", prompts=3, n=4)
     assert "NaN" in (tmp_path / "logs" / "train_data_step3.jsonl").read_text()
-    rows = {"row": [], "sample_id": [], "inference_logprob": [], "trainer_logprob": [], "trained": []}
-    for sid, rec in enumerate(records):
-        n = rec["input_lengths"][0]
-        rows["sample_id"] += [sid] * n
-        rows["inference_logprob"] += rec["generation_logprobs"][0][:n]
-        rows["trainer_logprob"] += rec["prev_logprobs"][0][:n]
-        rows["trained"] += [m > 0 for m in rec["token_loss_mask"][0][:n]]
+    rows = {"row": [], **nemo_prev_tokens(records)}
     rows["row"] = list(range(len(rows["sample_id"])))
     t = pa.table({k: pa.array(v, pa.float64() if "logprob" in k else None) for k, v in rows.items()})
     c = TokenColumns()
