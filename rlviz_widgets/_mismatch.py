@@ -235,38 +235,6 @@ def token_fields(c: TokenColumns, rule: MismatchRule) -> dict[str, str]:
             "mask_disagrees": f"({c.is_trained()} AND {c.logged()} IS NOT NULL AND {c.logged()} <> {rule_masked})"}
 
 
-def sample_figures(c: TokenColumns, rule: MismatchRule) -> dict[str, str]:
-    """Column name -> SQL aggregate of one sample's tokens (``GROUP BY`` the sample), over trained tokens:
-    ``masked_tokens`` counts the log's own mask where the sample has one (a non-NULL value on a trained token),
-    else the rule's; ``sequence_ratio`` is the geometric mean of the ratios."""
-    trained = f"count(*) FILTER (WHERE {c.is_trained()})"
-    logged_here = f"count({c.logged()}) FILTER (WHERE {c.is_trained()}) > 0"
-    rule_masked = rule.rule_masked_count_sql(c)
-    masked = (f"CASE WHEN {logged_here} THEN count(*) FILTER (WHERE {c.is_trained()} AND {c.logged()}) "
-              f"ELSE {rule_masked} END")
-    lr = log_ratio_sql(c)
-    return {
-        "trained_tokens": trained,
-        "mismatch_log_ratio_abs_mean": mean_sql(f"abs({lr})"),
-        "mismatch_log_ratio_abs_max": f"max(abs({lr}))",
-        "mismatch_kl_mean": mean_sql(mismatch_kl_sql(c)),
-        "masked_tokens": masked,
-        "masked_fraction": f"({masked}) / nullif({trained}, 0)::DOUBLE",
-        "rule_masked_tokens": rule_masked,
-        "rule_masked_fraction": f"({rule_masked}) / nullif({trained}, 0)::DOUBLE",
-        "sequence_masked": rule.sequence_sql(c),
-        "mask_disagreements": rule.disagreements_sql(c),
-        "sequence_ratio": f"exp(avg({lr}))",
-        "entropy_mean": mean_sql(entropy_sql(c)),
-    }
-
-
-def sample_query(tokens: str, c: TokenColumns, rule: MismatchRule) -> str:
-    """SQL: one row per sample of ``tokens`` (a relation's SQL or name) with ``sample_figures``."""
-    cols = ", ".join(f"{sql} AS {ident(name)}" for name, sql in sample_figures(c, rule).items())
-    return f"SELECT {ident(c.sample)}, {cols} FROM {tokens} GROUP BY {ident(c.sample)}"
-
-
 def rule_sample_sql(rule: MismatchRule, s: str, counts: str | None, logged: bool) -> dict[str, str]:
     """Column name -> SQL of a sample's rule-dependent figures from its stored ones (``mismatch_metrics``, relation
     alias ``s``): for a per-sequence rule the sequence ratio's log (``mismatch_log_ratio_sum``, or over
@@ -321,7 +289,7 @@ def token_select(present: set[str], rule: MismatchRule) -> list[str]:
 
 
 def step_figures(trained: str = "trained_tokens", present: tuple[str, ...] = STEP_FIGURES) -> dict[str, str]:
-    """Column name -> SQL aggregate of one step's samples (rows of ``sample_query`` with a step): each of
+    """Column name -> SQL aggregate of one step's samples (rows with the per-sample figures and a step): each of
     ``STEP_FIGURES`` as the mean over samples with trained tokens, and its ``_p95`` / ``_p99``; the fraction of
     those sequences with a masked token (``masked_sequences_fraction``, by the log where it has its mask;
     ``rule_masked_sequences_fraction``), the token-weighted ``masked_token_fraction``, and the
@@ -341,10 +309,3 @@ def step_figures(trained: str = "trained_tokens", present: tuple[str, ...] = STE
     out["masked_token_fraction"] = f"sum(masked_tokens) / nullif(sum({ident(trained)}), 0)::DOUBLE"
     out["mask_disagreements"] = "sum(mask_disagreements)"
     return out
-
-
-def step_query(samples: str, step: str = "step") -> str:
-    """SQL: one row per step of ``samples`` (``sample_query``'s rows with a ``step`` column), by step."""
-    figures = {"samples": "count(*) FILTER (WHERE trained_tokens > 0)", **step_figures()}
-    cols = ", ".join(f"{sql} AS {ident(name)}" for name, sql in figures.items())
-    return f"SELECT {ident(step)}, {cols} FROM {samples} GROUP BY {ident(step)} ORDER BY {ident(step)}"

@@ -1,7 +1,7 @@
 """Per-sample reductions of the mismatch and entropy fields (issue 32), computed once as a part is written.
 
-The same figures as ``_mismatch.sample_figures`` (the SQL a few samples' tokens are shown with), over trained tokens
-only, non-finite values left out: mean and max |log ratio| (trainer − inference), its sum and count (the sequence
+Over trained tokens only, non-finite values left out (the tests hold them to one SQL query over the token rows and
+to numpy): mean and max |log ratio| (trainer − inference), its sum and count (the sequence
 ratios: TRL's product, the geometric mean), mean mismatch KL (the log's own where finite, else k3), mean entropy,
 and the tokens the log marks masked and unmasked. Nothing that depends on the masking rule: the run works that out
 per rule from these (``_mismatch.rule_sample_sql``). A part without the fields gets none of the columns.

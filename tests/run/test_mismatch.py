@@ -16,10 +16,9 @@ from rlviz_widgets._mismatch import (
     STEP_FIGURES,
     MismatchRule,
     TokenColumns,
-    sample_query,
-    step_query,
     token_fields,
 )
+from tests.mismatch_sql import sample_query, step_query
 from tests.prime_formats import GENERATIONS, nemo_prev_tokens, write_nemo_prev, write_prime
 
 PRIME = TokenColumns(logged_kl="mismatch_kl", logged_mask="is_masked", entropy="entropy", advantage="advantage")
