@@ -131,36 +131,55 @@ def odd_values(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None, key
 def repeated_keys(lines: pa.Array | pa.ChunkedArray, colons: np.ndarray | None = None,
                   scanned: tuple | None = None) -> np.ndarray:
     """The indexes of the lines where a key may appear twice: a superset (a key in a nested object counts, and
-    two keys alike in their last 16 bytes, or with a backslash in them, do too); the caller looks closely.
+    two keys alike in their last 32 bytes, or with a backslash in them, do too); the caller looks closely.
 
-    Keys are told apart by their bytes up to 16 before the closing quote and their length up to 16: a key
+    Keys are told apart by their bytes up to 32 before the closing quote and their length up to 32: a key
     written twice the same way always matches itself. One spelled otherwise the second time (with escapes)
-    has a backslash in those bytes, or differs only before them.
+    has a backslash in those bytes, or differs only before them. (16 bytes were too few: prime-rl's
+    ``importance_ratio`` and ``log_importance_ratio`` flagged every line, and each was parsed again.)
     """
     if len(lines) == 0:
         return np.zeros(0, dtype=np.int64)
     offsets, data, colons, close, _ = scanned or scan(lines, colons)
     if not len(close):
         return np.zeros(0, dtype=np.int64)
-    width = 16
+    words, start, escaped = _key_tail(data, close)
+    longer = np.flatnonzero(start == 0)  # no opening quote in the 16 bytes: the 16 before them tell more
+    words2, start2 = np.zeros((len(close), 2), np.uint64), np.full(len(close), -1)
+    if len(longer):
+        w, s, e = _key_tail(data, close[longer] - KEY_TAIL)
+        words2[longer], start2[longer] = w, s
+        escaped[longer] |= e
+    line = np.searchsorted(offsets - offsets[0], close, side="right") - 1
+    cols = (line, words[:, 0], words[:, 1], start, words2[:, 0], words2[:, 1], start2)
+    order = np.lexsort(cols[::-1])
+    same = np.ones(len(order) - 1, dtype=bool)
+    for col in cols:
+        same &= col[order[1:]] == col[order[:-1]]
+    return np.unique(np.concatenate([line[order[1:][same]], line[escaped]]))
+
+
+KEY_TAIL = 16  # bytes of a key compared at a time
+
+
+def _key_tail(data: np.ndarray, close: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the ``KEY_TAIL`` bytes before each of ``close`` as two words, zeroed up to the last quote among them; where
+    that quote ends, 0 when there is none; whether a backslash is among them). Bytes before the buffer read as 0."""
+    width = KEY_TAIL
     # the bytes before each closing quote (rows of a sliding view: an index per byte cost 5x more)
     padded = data if len(data) >= width else np.concatenate([data, np.zeros(width - len(data), np.uint8)])
-    window = np.lib.stride_tricks.sliding_window_view(padded, width)[np.maximum(close - width, 0)]
-    early = np.flatnonzero(close < width)  # the buffer's first key: fewer bytes before it
-    window[early] = data[np.maximum(close[early, None] - np.arange(width, 0, -1), 0)]
+    window = np.lib.stride_tricks.sliding_window_view(padded, width)[np.clip(close - width, 0, None)]
+    early = np.flatnonzero(close < width)  # near the buffer's start: fewer bytes before
+    if len(early):
+        at = close[early, None] - np.arange(width, 0, -1)
+        window[early] = np.where(at >= 0, data[np.maximum(at, 0)], 0)
     quote = window == QUOTE
     opened = quote.any(axis=1)
     start = width - np.argmax(quote[:, ::-1], axis=1)  # just past the last quote in the window
     start[~opened] = 0  # a longer key: its last 16 bytes
     window[np.arange(width)[None, :] < start[:, None]] = 0
-    words = window.view("<u8")  # two words per key
-    line = np.searchsorted(offsets - offsets[0], close, side="right") - 1
-    order = np.lexsort((start, words[:, 1], words[:, 0], line))
-    same = np.ones(len(order) - 1, dtype=bool)
-    for col in (line, words[:, 0], words[:, 1], start):
-        same &= col[order[1:]] == col[order[:-1]]
     escaped = (window == BACKSLASH).any(axis=1)
-    return np.unique(np.concatenate([line[order[1:][same]], line[escaped]]))
+    return window.view("<u8"), start, escaped
 
 
 def escaped_spellings(data: np.ndarray, close: np.ndarray, key: str) -> np.ndarray:
