@@ -718,3 +718,21 @@ def test_a_verl_validation_dump_reads_without_a_word(tmp_path, open_run):
     f.write_text("".join(json.dumps(dict(r, reward=r["score"], response="x")) + "\n" for r in recs))
     p = open_run(tmp_path / "validation").problems  # other renames still said
     assert p.kind.tolist() == ["renamed_field"] and "field 'response' is kept as column response_" in p.message[0]
+
+
+def test_spell_ids_with_and_without_a_tokenizer():
+    """Ids as ``#id`` without a tokenizer (Arrow spells them) and through one with it; a null or negative id is a
+    null token either way, a null row a null list, and a sliced column keeps its rows."""
+    import pyarrow as pa
+
+    from rlviz_widgets._ingest.readers.tokens import spell_ids
+
+    col = pa.array([[5, None, -1], None, [], [70000, 5]], pa.list_(pa.int64())).slice(0)
+    assert spell_ids(col, None).to_pylist() == [["#5", None, None], None, [], ["#70000", "#5"]]
+    assert spell_ids(col.slice(3), None).to_pylist() == [["#70000", "#5"]]
+
+    class Vocab:
+        def convert_ids_to_tokens(self, ids):
+            return [f"t{i}" if i < 1000 else None for i in ids]
+
+    assert spell_ids(col, Vocab()).to_pylist() == [["t5", None, None], None, [], ["#70000", "t5"]]
