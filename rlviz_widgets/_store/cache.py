@@ -40,7 +40,7 @@ from rlviz_widgets._store import leases, token_store
 from rlviz_widgets._store.token_store import STORED
 
 # what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
-CACHE_VERSION = 32
+CACHE_VERSION = 33
 # common columns only some logs have: the group, the advantage, the per-sample mismatch and entropy figures
 OPTIONAL_COLUMNS = ("group_id", "advantage", *FIGURES)
 # ... and the turns of chat-shaped logs (``readers.turns``): in ``FileState.optional`` too, but no samples column

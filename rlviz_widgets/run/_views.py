@@ -61,7 +61,8 @@ NO_TURNS = ("SELECT NULL::BIGINT AS sample_id, NULL::INTEGER AS turn, NULL::VARC
             "NULL::BIGINT AS _k WHERE false")
 TURN_COUNTS = [("n_turns", "INTEGER"), ("n_tool_calls", "INTEGER")]  # a part's, where a log stores turns
 TURNS_SQL = ("STRUCT(turn INTEGER, role VARCHAR, text VARCHAR, tool_name VARCHAR, tool_arguments VARCHAR, "
-             "tool_call_id VARCHAR, start INTEGER, \"end\" INTEGER, trained BOOLEAN, reasoning VARCHAR)[]")
+             "tool_call_id VARCHAR, start INTEGER, \"end\" INTEGER, trained BOOLEAN, reasoning VARCHAR, "
+             "text_start INTEGER, text_end INTEGER, in_prompt BOOLEAN)[]")  # a part's (``turns.TURNS``)
 RESPONSE_TURN = 1  # a log without turns: the prompt is turn 0 (the user's), the response turn 1 (the assistant's)
 SAMPLES_VIEW = "SELECT * EXCLUDE (file_no) FROM _samples_raw ORDER BY step, line, file_no"  # over _samples_raw
 Scan = Callable[[list[str]], str]  # cache parts -> the SQL relation reading them (default: read_parquet)
@@ -177,7 +178,8 @@ def synthetic_turns(prompt: str, response: str) -> str:
     def turn(k: int, role: str, text: str, span: str, trained: str) -> str:
         fields = {"turn": f"{k}::INTEGER", "role": literal(role), "text": text, "tool_name": "NULL::VARCHAR",
                   "tool_arguments": "NULL::VARCHAR", "tool_call_id": "NULL::VARCHAR", "start": f"{span}[1]",
-                  "end": f"{span}[2]", "trained": trained, "reasoning": "NULL::VARCHAR"}
+                  "end": f"{span}[2]", "trained": trained, "reasoning": "NULL::VARCHAR",
+                  "text_start": "NULL::INTEGER", "text_end": "NULL::INTEGER", "in_prompt": "NULL::BOOLEAN"}
         return "{" + ", ".join(f"{literal(k)}: {v}" for k, v in fields.items()) + "}"
 
     no_span = "[NULL::INTEGER, NULL::INTEGER]"
@@ -187,10 +189,14 @@ def synthetic_turns(prompt: str, response: str) -> str:
 
 
 def turns_rows(samples: str) -> str:
-    """SQL: ``samples`` (sample_id, turns) as one row per turn, in order (``_k``)."""
-    fields = ", ".join(f'u."{f}" AS "{f}"' for f in TURN_FIELDS)
+    """SQL: ``samples`` (sample_id, turns, and the stored _prompt and _response) as one row per turn, in order
+    (``_k``); a text stored as its span in the prompt or response (UTF-8 bytes) cut out of it."""
+    cut = "decode(encode(CASE WHEN u.in_prompt THEN _prompt ELSE _response END)[u.text_start + 1:u.text_end])"
+    fields = ", ".join(f'u."{f}" AS "{f}"' if f != "text" else
+                       f'CASE WHEN u.text_start IS NULL THEN u.text ELSE {cut} END AS "text"' for f in TURN_FIELDS)
     return f"""SELECT sample_id, {fields}, _k FROM (
-                   SELECT sample_id, unnest(turns) AS u, generate_subscripts(turns, 1) AS _k FROM ({samples}))"""
+                   SELECT sample_id, _prompt, _response, unnest(turns) AS u, generate_subscripts(turns, 1) AS _k
+                   FROM ({samples}))"""
 
 
 class FileParts:
@@ -613,7 +619,8 @@ class RunViews:
         source = self.source_sql(parts, lines, [("turns", TURNS_SQL)] if turned else [])
         made = synthetic_turns(self.text("s.prompt", prompt=True), self.text("s.response"))
         return turns_rows(f"""SELECT s.file_no::BIGINT * {ID_STRIDE} + s.line AS sample_id,
-                                     {f'coalesce(s.turns, {made})' if turned else made} AS turns FROM {source} s""")
+                                     {f'coalesce(s.turns, {made})' if turned else made} AS turns,
+                                     s.prompt AS _prompt, s.response AS _response FROM {source} s""")
 
     def tokens_sql(self, parts: list[tuple[int, str]], lines: dict[int, list[int]] | None = None,
                    limit: int | None = None) -> str:

@@ -25,7 +25,15 @@ import pyarrow.compute as pc
 from rlviz_widgets._ingest.lines import Chunk
 from rlviz_widgets._ingest.metrics import ARRAYS
 from rlviz_widgets._ingest.native import read_messages_later
-from rlviz_widgets._ingest.readers.chat import ANSWER, Chat, chat_columns, messages_chat, with_answers, with_chats
+from rlviz_widgets._ingest.readers.chat import (
+    ANSWER,
+    Chat,
+    chat_columns,
+    messages_chat,
+    native_spans,
+    with_answers,
+    with_chats,
+)
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.arrow import mask
 from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS, turn_list
@@ -89,7 +97,10 @@ def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str
     columns C gives by name)."""
     if got is None:
         return None
-    turns = turn_list(got["row_offsets"], {f: got[f] for f in _ROWS}, pc.invert(got["handled"]))
+    rows = {f: got[f] for f in _ROWS}
+    spans = native_spans(rows, got["row_offsets"])
+    rows["text"] = pa.nulls(len(rows["text"]), pa.string())  # shown in the prompt or response: stored as spans
+    turns = turn_list(got["row_offsets"], {**rows, **spans}, pc.invert(got["handled"]))
     return got["lines"], {"prompt": got["prompt"], "response": got["response"], NATIVE_ANSWER: got["answer"],
                           "turns": turns, "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"]}
 

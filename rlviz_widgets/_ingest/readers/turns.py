@@ -1,6 +1,10 @@
 """A sample's turns as a part stores them: the list column ``turns`` (one struct per turn, or per tool call of a
 turn that makes several), and ``n_turns`` / ``n_tool_calls`` beside it. The contract: docs/internals.md, "Turns".
 
+A turn's text is stored as where it stands in the sample's ``prompt`` or ``response`` (``text_start`` /
+``text_end``, UTF-8 bytes, and ``in_prompt``), not as a copy: the run cuts it out when asked. Only a text shown
+nowhere else (none so far) would keep ``text``.
+
 A log without message structure stores none (its parts have no such columns): the run makes its two turns from
 the prompt and the response when asked (``run.turns``), so its parts stay as they were.
 """
@@ -13,7 +17,8 @@ import pyarrow as pa
 
 TURN = pa.struct([("turn", pa.int32()), ("role", pa.string()), ("text", pa.string()), ("tool_name", pa.string()),
                   ("tool_arguments", pa.string()), ("tool_call_id", pa.string()), ("start", pa.int32()),
-                  ("end", pa.int32()), ("trained", pa.bool_()), ("reasoning", pa.string())])
+                  ("end", pa.int32()), ("trained", pa.bool_()), ("reasoning", pa.string()),
+                  ("text_start", pa.int32()), ("text_end", pa.int32()), ("in_prompt", pa.bool_())])
 TURNS = pa.list_(TURN)
 TURN_COLUMNS = {"turns": TURNS, "n_turns": pa.int32(), "n_tool_calls": pa.int32()}  # a part's, in this order
 
@@ -41,6 +46,13 @@ class Turn:
     start: int | None = None  # its token span in the whole sequence, where the log has tokens
     end: int | None = None
     trained: bool | None = None  # None: an assistant turn is, others are not (a log without a loss mask)
+    text_at: int | None = None  # where its text starts in the prompt or response showing it (UTF-8 bytes), once shown
+    in_prompt: bool = False  # ... in the prompt (else the response)
+
+
+def utf8_bytes(text: str) -> int:
+    """``text``'s length in UTF-8 bytes (``str.isascii`` is a flag of the string: no pass over it)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def turn_rows(turns: list[Turn]) -> list[dict]:
@@ -61,6 +73,17 @@ def turn_rows(turns: list[Turn]) -> list[dict]:
     return rows
 
 
+def stored_rows(turns: list[Turn]) -> list[dict]:
+    """``turn_rows`` as a part stores them: a text shown in the prompt or response as its span there."""
+    rows = turn_rows(turns)
+    for row in rows:
+        t = turns[row["turn"]]
+        if row["text"] is not None and t.text_at is not None:
+            row.update(text=None, text_start=t.text_at, text_end=t.text_at + utf8_bytes(t.text),
+                       in_prompt=t.in_prompt)
+    return rows
+
+
 def turn_columns(samples: list[list[Turn] | None]) -> dict[str, pa.Array]:
     """``TURN_COLUMNS`` of each sample's turns (None: the sample has none stored). Built field by field: a list of
     row dicts handed to ``pa.array`` took longer than reading the log's JSON."""
@@ -68,9 +91,9 @@ def turn_columns(samples: list[list[Turn] | None]) -> dict[str, pa.Array]:
     offsets, n_turns, n_calls = [0], [], []
     for turns in samples:
         if turns is not None:
-            for row in turn_rows(turns):
+            for row in stored_rows(turns):
                 for name, values in fields.items():
-                    values.append(row[name])
+                    values.append(row.get(name))
         offsets.append(len(fields["turn"]))
         n_turns.append(None if turns is None else len(turns))
         n_calls.append(None if turns is None else sum(len(t.calls) for t in turns))
