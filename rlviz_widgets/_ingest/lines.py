@@ -12,7 +12,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -88,7 +88,10 @@ class BufferPool:
         return plain_empty(max(size, reserve) + _SLACK)
 
     def put(self, chunk: Chunk) -> None:
-        """``chunk`` is done with: nothing may use its lines any more."""
+        """``chunk`` is done with: nothing may use its lines any more (its reading in C, if still under way, is
+        waited for: a small file's chunk is copied and handed back before it is parsed)."""
+        if chunk.native:
+            wait([f for f in chunk.native if isinstance(f, Future)])
         if chunk.buffer is not None:
             self.release(chunk.buffer)
             chunk.buffer = None

@@ -96,14 +96,58 @@ def test_numbers_read_as_duckdb_reads_them(seed):
 
 @needs_lib
 @pytest.mark.parametrize("value", ["01", "1.", ".5", "+1", "NaN", "Infinity", "-Infinity", "nan", "1e", "1e+", "-",
-                                   "null", '"1"', "[1]", "{}", "true", "0x10", "1.5.5", "1e5e5", "\uff11", "1 2",
+                                   '"1"', "[1]", "{}", "true", "0x10", "1.5.5", "1e5e5", "\uff11", "1 2",
                                    "3.5e38", "-1e39", "1e400", "1234567890123456"])
 def test_what_it_does_not_read_is_left_to_duckdb(value):
-    """Anything but a JSON number DuckDB reads as a finite float32 (and the odd integer past 15 digits): the chunk
-    is not read here, so DuckDB reads and reports it as it always did."""
+    """Anything but a JSON number DuckDB reads as a finite float32 (and the odd integer past 15 digits) or null: the
+    chunk is not read here, so DuckDB reads and reports it as it always did."""
     good = '{"step": 1, "logprobs": [0.5, -1.25]}'
     assert native.read_arrays(_lines(good), ["logprobs"]) is not None
     assert native.read_arrays(_lines(good, '{"step": 1, "logprobs": [0.5, ' + value + "]}"), ["logprobs"]) is None
+
+
+@needs_lib
+@pytest.mark.parametrize("seed", range(2))
+def test_every_kind_read_as_duckdb_reads_it(seed):
+    """Lists of each kind (float32, float64, booleans, int64, nulls among them, a line without the key, an empty
+    list) come out as DuckDB's json_transform makes them, value for value and null for null; a DROP list (no
+    column reads it) is only written []."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(300):
+        n = int(rng.integers(0, 6))
+        floats = [None if rng.random() < 0.2 else float(rng.normal() * 10.0 ** rng.integers(-5, 5)) for _ in range(n)]
+        rec = {"f": floats, "d": floats, "b": [None if rng.random() < 0.2 else bool(rng.random() < 0.5)
+                                               for _ in range(n)],
+               "i": [None if rng.random() < 0.2 else int(rng.integers(-10**17, 10**17)) for _ in range(n)],
+               "x": [None, True, 1.5, -3] if i % 2 else "not a list", "s": i}
+        if i % 7 == 0:
+            del rec["b"]
+        lines.append(json.dumps(rec))
+    types = {"f": "FLOAT[]", "d": "DOUBLE[]", "b": "BOOLEAN[]", "i": "BIGINT[]"}
+    got = native.read_arrays(_lines(*lines), [*types, "x"], None, [*types.values(), "DROP"])
+    assert got is not None
+    rest, lists, _, _ = got
+    assert lists[4] is None
+    con = duckdb.connect()
+    for (key, kind), col in zip(types.items(), lists):
+        want = [con.execute(f"SELECT json_transform(?::JSON, '{{\"{key}\": \"{kind}\"}}').{key}", [line]).fetchone()[0]
+                for line in lines]
+        assert col.to_pylist() == want, key
+    for i, line in enumerate(rest.to_pylist()):
+        rec = json.loads(line)
+        assert rec["s"] == i and rec["x"] == ([] if i % 2 else "not a list") and rec["f"] == []
+
+
+@needs_lib
+@pytest.mark.parametrize(("kind", "value"), [("BOOLEAN[]", "1"), ("BOOLEAN[]", "0"), ("BOOLEAN[]", '"true"'),
+                                             ("BOOLEAN[]", "tru"), ("BIGINT[]", "1.5"), ("BIGINT[]", "1e3"),
+                                             ("BIGINT[]", "1234567890123456789"), ("BIGINT[]", "true"),
+                                             ("DOUBLE[]", "NaN"), ("DOUBLE[]", "12345678901234567"),
+                                             ("DROP", '"a"'), ("DROP", "[1]"), ("DROP", "NaN"), ("FLOAT[]", "nul")])
+def test_what_a_kind_does_not_read_is_left_to_duckdb(kind, value):
+    assert native.read_arrays(_lines('{"k": [null]}'), ["k"], None, [kind]) is not None
+    assert native.read_arrays(_lines('{"k": [null]}', '{"k": [null, ' + value + "]}"), ["k"], None, [kind]) is None
 
 
 @needs_lib
@@ -135,7 +179,7 @@ def test_only_top_level_keys_and_the_rest_kept_for_duckdb():
     text[2] = '{ "step" : 5 ,"logprobs"  :  [ 1 ,2.0,\t-3e2 ] , "values":[0.25], "ref": {"logprobs": [1]} }\r'
     got = native.read_arrays(_lines(*text), ["logprobs", "values"], "response_tokens")
     assert got is not None
-    rest, (logprobs, values), tokens = got
+    rest, (logprobs, values), tokens, found = got
     assert tokens.to_pylist() == [None, ["a", '"', "\\"], None]
     assert logprobs.to_pylist() == [[0.5], None, [1.0, 2.0, -300.0]]
     assert values.to_pylist() == [[], [pytest.approx(1e-7), -2.5], [0.25]]
@@ -148,7 +192,7 @@ def test_only_top_level_keys_and_the_rest_kept_for_duckdb():
 def test_arrays_of_a_sliced_chunk():
     """The lines of a chunk are a slice of its buffer (``_subset``, ``parse_many``): offsets are the slice's."""
     arr = _lines('{"a": [1]}', '{"a": [2, 3]}', '{"a": [4]}').slice(1, 2)
-    rest, (a,), _ = native.read_arrays(arr, ["a"])
+    rest, (a,), _, _ = native.read_arrays(arr, ["a"])
     assert a.to_pylist() == [[2.0, 3.0], [4.0]] and rest.to_pylist() == ['{"a": []}\n', '{"a": []}\n']
 
 
@@ -375,18 +419,22 @@ def test_the_readme_record_and_mapped_columns_open_the_same(tmp_path, monkeypatc
     assert with_c["tokens"]["logprob"].tolist() == [-0.5, -1.5, -0.5, -1.5]
 
 
-def test_a_reader_whose_arrays_are_derived_is_left_alone(monkeypatch):
-    """Only arrays the transform reads straight from their own key are read in C (NeMo-RL's log-probs are cut
-    by SQL): the reader asks for no others."""
+def test_which_lists_a_reader_reads_in_c():
+    """C reads the lists of the kinds it has (never NeMo-RL's lists of lists: DuckDB's), the ones a column takes as
+    they are set after the SQL and those the SQL reads given to it; the lists a format uses and no column reads
+    (prime-rl's ``position_ids``) are only written []."""
     from rlviz_widgets._ingest.readers.nemo import NemoReader
+    from rlviz_widgets._ingest.readers.prime import PrimeReader
 
-    chunk = linereader.Chunk(_lines('{"generation_logprobs": [[0.0, -1.0]], "rewards": [1]}'), np.array([1]),
-                             np.array([ord("{")], np.uint8), 0, 0, keys={"generation_logprobs", "rewards"})
-    asked = {}
-    monkeypatch.setattr(jreader, "read_arrays_later",
-                        lambda lines, fields, strings: asked.update(fields, strings=strings))
-    NemoReader().native_arrays(chunk)
-    assert "logprobs" not in asked and asked["strings"] is None  # token ids, not strings
+    assert NemoReader().native_plan({"generation_logprobs", "rewards", "token_ids"}) is None
+    keys = {"token_ids", "position_ids", "loss_mask", "advantages", "inference_logprobs", "trainer_logprobs",
+            "entropy", "step", "schema_version", "env_name"}
+    plan = PrimeReader().native_plan(keys)
+    assert plan.lists["position_ids"] == "DROP" and plan.lists["token_ids"] == "BIGINT[]"
+    assert plan.lists["loss_mask"] == "BOOLEAN[]" and plan.lists["entropy"] == "FLOAT[]"
+    assert "env_name" not in plan.lists
+    assert set(plan.given) == {"token_ids", "loss_mask", "advantages"}  # read by the SQL's expressions
+    assert set(plan.direct.values()) == {"inference_logprobs", "trainer_logprobs", "entropy"}
 
 
 @needs_lib
@@ -463,3 +511,64 @@ def test_pad_counts_as_arrow_counts_them(large):
         got = count_literal(t, "<PAD>")
         assert got.type == want.type and got.equals(want)
     assert native.count_literal(a, b"<P<") is None  # matches could overlap: Arrow counts those
+
+
+def _native_parses(monkeypatch) -> list[int]:
+    """A count (in a list, updated) of the chunks parsed with lists C read: a chunk C read is otherwise read again by
+    DuckDB, with the same frames (which alone would not tell)."""
+    used = [0]
+    real = jreader.JsonlReader._native_transform
+
+    def counted(self, *args):
+        table = real(self, *args)
+        used[0] += table is not None
+        return table
+
+    monkeypatch.setattr(jreader.JsonlReader, "_native_transform", counted)
+    return used
+
+
+@needs_lib
+@pytest.mark.parametrize("generation", ["flat", "steps", "v0.6", "v0.7", "main"])
+def test_prime_exports_open_the_same(tmp_path, monkeypatch, generation):
+    """prime-rl's token exports (every schema generation, nulls for non-finite values, an SFT step of all-null
+    ratio fields, a folder still being written): their lists read in C, the frames and problems those of DuckDB
+    alone; a line of another kind (a float among the token ids) leaves its chunk to DuckDB, as exact."""
+    from tests.prime_formats import write_prime
+
+    write_prime(tmp_path / "out", generation, steps=(1, 2, 3), sft_step=2,
+                unfinished_step=3 if generation not in ("flat", "steps") else None)
+    used = _native_parses(monkeypatch)
+    with_c, without, chunks = open_both(tmp_path / "out", tmp_path, monkeypatch)
+    assert chunks > 0 and used[0] > 0
+    _same(with_c, without)
+    assert with_c["tokens"]["trained"].any() and with_c["samples"]["n_trained_tokens"].gt(0).all()
+    first = next((tmp_path / "out").rglob("rank_0.jsonl"))
+    rec = json.loads(first.read_text().splitlines()[0])
+    rec["token_ids"][0] = 1.5
+    with first.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    with_c, without, _ = open_both(tmp_path / "out", tmp_path / "again", monkeypatch)
+    _same(with_c, without)
+
+
+@needs_lib
+def test_keys_c_finds_are_the_byte_scans(tmp_path, monkeypatch):
+    """C gives a chunk's keys (it reads lists by a plan guessed from the first lines): a key only later lines have,
+    a text that looks like a key (``"x": 1`` in a prompt), a prompt that is no string, a key written twice: the
+    frames and problems are those of the byte scan and DuckDB alone."""
+    for name in ("CHUNK_BYTES", "FIRST_CHUNK_BYTES", "LAST_CHUNK_BYTES"):  # chunks of ~25 lines
+        monkeypatch.setattr(linereader, name, 4096)
+    rows = [{"step": 1 + i // 80, "prompt": 'say "x": 1, "y" : [2]' if i % 3 else "p", "response": "r",
+             "reward": 0.5, "response_tokens": ["a", "b"], "logprobs": [-0.5, -1.0]} for i in range(200)]
+    rows[150]["late"] = 3.5  # past the lines the plan is guessed from
+    rows[170]["prompt"] = {"role": "user"}
+    lines = [json.dumps(r) for r in rows]
+    lines[180] = lines[180][:-1] + ', "reward": 2}'
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    used = _native_parses(monkeypatch)
+    with_c, without, chunks = open_both(tmp_path / "log", tmp_path, monkeypatch)
+    assert chunks > 0 and used[0] >= 5  # chunks parsed with the lists C read (the late key's too)
+    _same(with_c, without)
+    assert "late" in with_c["samples"] and {"wrong_type", "duplicate_key"} <= set(with_c["problems"]["kind"])

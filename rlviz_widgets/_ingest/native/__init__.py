@@ -13,7 +13,9 @@ import ctypes
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,7 @@ from rlviz_widgets._ingest.pages import plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
-ABI = 4  # arrays.c's rlviz_abi(): the functions' arguments as called here
+ABI = 5  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -95,8 +97,8 @@ def _load(path: Path | None = None):
 def _declare(lib) -> None:
     p = ctypes.c_void_p
     lib.rlviz_arrays.restype = ctypes.c_int64
-    lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, ctypes.c_int64,
-                                 p, p, p, p, p, p]
+    lib.rlviz_arrays.argtypes = [p, p, ctypes.c_int64, p, p, ctypes.c_int32, p, p, p, p, p, p, p, ctypes.c_int64,
+                                 p, p, p, p, p, p, p, p, ctypes.c_int32, p, p, p, p, p]
     lib.rlviz_find.restype = ctypes.c_int64
     lib.rlviz_find.argtypes = [p, ctypes.c_int64, ctypes.c_uint8, ctypes.c_uint8, p, p, p]
     lib.rlviz_find_vector.restype, lib.rlviz_find_vector.argtypes = ctypes.c_int32, []
@@ -118,15 +120,35 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
-def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None = None
-                ) -> tuple[pa.LargeStringArray, list[pa.ListArray], pa.ListArray | None] | None:
-    """(the lines with the lists of ``keys`` and ``strings`` written as [], one float32 list array per key, the
-    list of strings of ``strings``: each null where a line has no such key), or None when the compiled function is
-    missing or cannot read every line (see ``arrays.c``)."""
+KEY_SLOTS = 8192  # arrays.c's: a chunk of more distinct keys than half of it is left to DuckDB
+KINDS = {"FLOAT[]": 0, "DOUBLE[]": 1, "BOOLEAN[]": 2, "BIGINT[]": 3, "DROP": 4}  # arrays.c's list kinds by the
+# json_transform type they stand for; DROP: a list no column reads (checked, written [], not kept)
+_ITEMS = {0: (np.float32, pa.float32()), 1: (np.float64, pa.float64()), 2: (np.uint8, pa.bool_()),
+          3: (np.int64, pa.int64())}
+
+
+@dataclass(frozen=True)
+class Found:
+    """What C saw of a chunk's lines besides their lists: its top-level ``keys`` (exactly: no line of it writes one
+    twice) and the indexes of the lines where a text key holds no string or null (``odd``)."""
+
+    keys: frozenset[str]
+    odd: np.ndarray
+
+
+def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None = None,
+                kinds: list[str] | None = None, texts: list[str] = ()
+                ) -> tuple[pa.LargeStringArray, list[pa.ListArray | None], pa.ListArray | None, Found] | None:
+    """(the lines with the lists of ``keys`` and ``strings`` written as [], one list array per key (of its kind in
+    ``kinds``, a ``KINDS`` name each; float32 lists by default; None for a DROP key), the list of strings of
+    ``strings``: each null where a line has no such key, an item null where the line writes null; and what else it
+    saw (``Found``: ``texts`` are the text keys), or None when the compiled function is missing or cannot read every
+    line (see ``arrays.c``)."""
     lib = library()
     n = len(lines)
     if lib is None or n == 0 or not (keys or strings):
         return None
+    codes = [KINDS[k] for k in kinds] if kinds is not None else [0] * len(keys)
     offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
     data = np.frombuffer(lines.buffers()[2], np.uint8)
     size = int(offsets[-1] - offsets[0])
@@ -136,7 +158,10 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
     # the outputs go to this thread's scratch arrays, reused from chunk to chunk, and are copied out at their size:
     # fresh memory for each chunk (zeroed by the kernel, 2 MB at a time where it backs it with huge pages) cost
     # more than the copies
-    vals = [_scratch(f"v{k}", size // 2 + 1, np.float32) for k in range(len(keys))]  # a number takes 2 bytes
+    items = size // 2 + 1  # an item takes 2 bytes at least
+    vals = [_scratch(f"v{k}.{c}", items if c != 4 else 1, _ITEMS.get(c, _ITEMS[2])[0]) for k, c in enumerate(codes)]
+    evalid = [_scratch(f"e{k}", items if c != 4 else 1, np.uint8) for k, c in enumerate(codes)]
+    nulls = np.zeros(max(len(keys), 1), np.int64)
     voffs = [np.empty(n + 1, np.int32) for _ in keys]
     valid = [np.empty(n, np.uint8) for _ in keys]
     skey = (strings or "").encode()
@@ -146,21 +171,43 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
     svalid = np.empty(n, np.uint8)
     text = _scratch("text", size, np.uint8)
     toffs = np.empty(n + 1, np.int64)
-    ptrs = [(ctypes.c_void_p * max(len(keys), 1))(*map(_ptr, a)) for a in (vals, voffs, valid)]
-    done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys), *ptrs,
-                            skey, len(skey) if strings else -1, _ptr(sdata), _ptr(soffs), _ptr(slist), _ptr(svalid),
-                            _ptr(text), _ptr(toffs))
+    ptrs = [(ctypes.c_void_p * max(len(keys), 1))(*map(_ptr, a)) for a in (vals, voffs, valid, evalid)]
+    kind_bytes = np.array(codes or [0], np.uint8)
+    text_names = [k.encode() for k in texts]
+    text_bytes = np.frombuffer(b"".join(text_names) or b"\0", np.uint8)
+    text_offs = np.concatenate([[0], np.cumsum([len(k) for k in text_names])]).astype(np.int64)
+    found_at, found_len = np.empty(KEY_SLOTS // 2, np.int64), np.empty(KEY_SLOTS // 2, np.int32)
+    odd, counts = np.empty(n, np.int64), np.zeros(2, np.int64)
+    done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys),
+                            _ptr(kind_bytes), *ptrs, _ptr(nulls), skey, len(skey) if strings else -1, _ptr(sdata),
+                            _ptr(soffs), _ptr(slist), _ptr(svalid), _ptr(text), _ptr(toffs), _ptr(text_bytes),
+                            _ptr(text_offs), len(text_names), _ptr(found_at), _ptr(found_len), _ptr(counts[:1]),
+                            _ptr(odd), counts[1:].ctypes.data)
     if done != n:
         return None
+    seen = frozenset(bytes(data[a:a + b]).decode() for a, b in zip(found_at[:counts[0]].tolist(),
+                                                                   found_len[:counts[0]].tolist()))
     out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]].copy()))
-    lists = [_list(o, pa.array(v[:o[-1]].copy()), ok) for v, o, ok in zip(vals, voffs, valid)]
+    lists = [None if c == 4 else _list(o, _items(v, ev, int(o[-1]), int(nn), c), ok)
+             for v, ev, o, ok, nn, c in zip(vals, evalid, voffs, valid, nulls, codes)]
     texts = None
     if strings:
         count = int(slist[-1])
         values = pa.StringArray.from_buffers(count, pa.py_buffer(soffs[:count + 1].copy()),
                                              pa.py_buffer(sdata[:soffs[count]].copy()))
         texts = _list(slist, values, svalid)
-    return out, lists, texts
+    return out, lists, texts, Found(seen, odd[:counts[1]].copy())
+
+
+def _items(values: np.ndarray, valid: np.ndarray, m: int, nulls: int, code: int) -> pa.Array:
+    """A list's items as Arrow: the first ``m`` of ``values`` (copied out of the scratch), null where ``valid`` is
+    0 (``nulls`` of them)."""
+    mask = pa.py_buffer(np.packbits(valid[:m], bitorder="little")) if nulls else None
+    if code == 2:  # booleans: Arrow packs them to bits
+        data = pa.py_buffer(np.packbits(values[:m], bitorder="little"))
+    else:
+        data = pa.py_buffer(values[:m].copy())
+    return pa.Array.from_buffers(_ITEMS[code][1], m, [mask, data], null_count=nulls)
 
 
 MESSAGE_TEXTS = ("prompt", "response", "answer", "role", "text", "tool_name", "tool_arguments", "tool_call_id",
@@ -302,21 +349,22 @@ def _list(offsets: np.ndarray, values: pa.Array, valid: np.ndarray) -> pa.ListAr
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(mask) if mask.any() else None)
 
 
-def read_arrays_later(lines: pa.LargeStringArray, fields: dict[str, str], strings: tuple[str, str] | None = None
-                      ) -> Future | None:
-    """``read_arrays`` of ``fields`` (name -> key) and ``strings`` ((name, key) of a list of strings) on a thread of
-    its own, so the reading thread goes on to the next chunk: a future of (lines, {name: lists}) or of None; None at
-    once without the compiled function."""
-    if library() is None or not (fields or strings):
+def read_arrays_later(lines: pa.LargeStringArray, lists: dict[str, str], strings: str | None = None,
+                      then: Callable | None = None, texts: list[str] = ()) -> Future | None:
+    """``read_arrays`` of ``lists`` (record key -> its ``KINDS`` name), ``strings`` (the key of a list of
+    strings) and ``texts`` on a thread of its own, so the reading thread goes on to the next chunk: a future of
+    ``then((lines, {key: list array}, Found))`` (DROP keys left out; without ``then``, that triple) or of None; None
+    at once without the compiled function."""
+    if library() is None or not (lists or strings):
         return None
 
     def read():
-        got = read_arrays(lines, list(fields.values()), strings[1] if strings else None)
+        got = read_arrays(lines, list(lists), strings, list(lists.values()), texts)
         if got is None:
             return None
-        arrays = dict(zip(fields, got[1]))
+        arrays = {k: a for k, a in zip(lists, got[1]) if a is not None}
         if strings:
-            arrays[strings[0]] = got[2]
-        return got[0], arrays
+            arrays[strings] = got[2]
+        return (got[0], arrays, got[3]) if then is None else then((got[0], arrays, got[3]))
 
     return _thread.submit(read)

@@ -1,14 +1,15 @@
 /* The number arrays and token strings of JSON lines, read without a JSON library.
  *
- * A rollout log is ~80% float arrays (logprobs, values, ...) and most of the rest token strings. DuckDB's JSON
- * reader spent most of a cold open on them. rlviz_arrays() reads a chunk's lines once: each top-level key named in
- * `keys` whose value is a list of numbers goes to a float32 list (as DuckDB's json_transform to FLOAT[] makes it:
- * the number correctly rounded to a double, then to a float), the key `skey`'s list of strings to a list of
- * strings (unescaped as DuckDB does), and the line is copied with those lists written as [] for DuckDB to read the
- * rest. Anything it does not fully understand (NaN, null, a number among the strings, a key written twice or with
- * escapes, a float out of float32's range, a lone surrogate, bytes that are not UTF-8, a line that is no object)
- * stops it: it returns the line's index and the caller reads the chunk as before, so odd lines are reported
- * exactly as they always were.
+ * A rollout log is ~80% number arrays (logprobs, values, masks, token ids) and most of the rest token strings.
+ * DuckDB's JSON reader spent most of a cold open on them. rlviz_arrays() reads a chunk's lines once: each top-level
+ * key named in `keys` holds a list of its kind (float32 as DuckDB's json_transform to FLOAT[] makes it: the number
+ * correctly rounded to a double, then to a float; float64; booleans; int64; or a list no column reads, only
+ * checked), items may be null; the key `skey`'s list of strings goes to a list of strings (unescaped as DuckDB
+ * does); and the line is copied with those lists written as [] for DuckDB to read the rest. Anything it does not
+ * fully understand (NaN, a number among booleans or strings, a key written twice or with escapes, a float out of
+ * float32's range, a long integer, a lone surrogate, bytes that are not UTF-8, a line that is no object) stops it:
+ * it returns the line's index and the caller reads the chunk as before, so odd lines are reported exactly as they
+ * always were.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static uint64_t POW_HI[POW_MAX - POW_MIN + 1], POW_LO[POW_MAX - POW_MIN + 1];
 /* The interface's version: rlviz_widgets.native leaves a library of another alone (one built from older sources,
  * say, left in place by a checkout that changed them without a rebuild), as calls with other arguments would crash.
  * It counts the changes of every function of the library (messages.c's and find.c's too). */
-int32_t rlviz_abi(void) { return 4; }
+int32_t rlviz_abi(void) { return 5; }
 
 void rlviz_set_powers(const uint64_t *hi, const uint64_t *lo) {
     memcpy(POW_HI, hi, sizeof POW_HI);
@@ -95,8 +96,9 @@ static inline uint64_t eight_value(uint64_t v) {
 #define SWAR 0
 #endif
 
-/* One JSON number at p (strict grammar) as a float; the end of its text, or NULL if it is none or does not fit. */
-static const uint8_t *number(const uint8_t *p, const uint8_t *e, float *out) {
+/* One JSON number at p (strict grammar) correctly rounded to a double; the end of its text, or NULL if it is none
+ * or an integer of more than 15 digits (DuckDB reads those as int64 and casts after: exact only here up to 15). */
+static const uint8_t *number_d(const uint8_t *p, const uint8_t *e, double *out) {
     const uint8_t *s = p;
     int neg = 0;
     if (p < e && *p == '-') { neg = 1; p++; }
@@ -142,9 +144,10 @@ static const uint8_t *number(const uint8_t *p, const uint8_t *e, float *out) {
     }
     double d;
     if (is_int) {
-        /* an integer is an integer to DuckDB (int64 or uint64, then cast): only those of 15 digits at most here */
+        /* an integer is an integer to DuckDB (int64 or uint64, then cast): only those of 15 digits at most here
+         * (exact as a double: the float32 cast after rounds once, as DuckDB's does) */
         if (nd > 15) return NULL;
-        *out = (neg && man) ? -(float)man : (float)man;
+        *out = (neg && man) ? -(double)man : (double)man;
         return p;
     }
     if (nd <= 19 && man == 0) {
@@ -169,9 +172,37 @@ static const uint8_t *number(const uint8_t *p, const uint8_t *e, float *out) {
         neg = 0;  /* strtod read the sign */
     }
     if (neg) d = -d;
+    *out = d;
+    return p;
+}
+
+/* One JSON number at p as a float, the double rounded once more (as DuckDB's cast does it); NULL if none, or past
+ * float32's range (DuckDB makes that null, and reports it). */
+static inline const uint8_t *number(const uint8_t *p, const uint8_t *e, float *out) {
+    double d;
+    p = number_d(p, e, &d);
+    if (!p) return NULL;
     float f = (float)d;
-    if (f - f != 0.0f) return NULL;  /* past float32's range: DuckDB makes it null (and reports it) */
+    if (f - f != 0.0f) return NULL;
     *out = f;
+    return p;
+}
+
+/* One JSON integer at p that int64 holds (DuckDB's BIGINT); NULL for anything else (a fraction, an exponent, more
+ * than 18 digits: DuckDB's to decide). */
+static const uint8_t *integer(const uint8_t *p, const uint8_t *e, int64_t *out) {
+    int neg = 0;
+    if (p < e && *p == '-') { neg = 1; p++; }
+    const uint8_t *f = p;
+    uint64_t man = 0;
+    if (p < e && *p == '0') {
+        p++;
+    } else {
+        while (p < e && DIGIT(*p)) { man = man * 10 + (uint64_t)(*p - '0'); p++; }
+    }
+    if (p == f || p - f > 18) return NULL;
+    if (p < e && (*p == '.' || *p == 'e' || *p == 'E' || DIGIT(*p))) return NULL;
+    *out = neg ? -(int64_t)man : (int64_t)man;
     return p;
 }
 
@@ -213,23 +244,106 @@ static inline uint8_t *blank_list(uint8_t *out, const uint8_t *copied, const uin
     return out;
 }
 
-/* Reads lines offs[i]..offs[i+1] of buf. For key k: vals[k] gets the floats, voffs[k] (n + 1 int32) each line's
+/* The kinds of list a key holds (native.KINDS): what its items are read as. A null item is a null value of any
+ * kind (DuckDB's json_transform makes it so). DROP: a list no column reads, checked as numbers (booleans, nulls)
+ * and written [] so DuckDB does not parse it. */
+enum { F32 = 0, F64 = 1, BOOL8 = 2, I64 = 3, DROP = 4 };
+
+/* The list at *pp (at its [) read as `kind` into vals at item index `at` (evalid: 1 per item, 0 for null): the
+ * count of its items, or -1 if it is no list of that kind. *pp ends past its ]. */
+static int64_t read_list(const uint8_t **pp, const uint8_t *e, int kind, void *vals, uint8_t *evalid,
+                         int64_t at, int64_t *nulls) {
+    const uint8_t *p = *pp;
+    int64_t m = 0;
+    if (p >= e || *p != '[') return -1;
+    int more = first_item(&p, e);
+    while (more == 1) {
+        if (p >= e) return -1;
+        int null = e - p >= 4 && memcmp(p, "null", 4) == 0;
+        if (null) {
+            p += 4;
+            (*nulls)++;
+            if (kind != DROP) {
+                evalid[at + m] = 0;
+                if (kind == F32) ((float *)vals)[at + m] = 0.0f;
+                else if (kind == BOOL8) ((uint8_t *)vals)[at + m] = 0;
+                else ((int64_t *)vals)[at + m] = 0;  /* F64 and I64 alike: 8 zero bytes */
+            }
+        } else if (kind == BOOL8 || (kind == DROP && (*p == 't' || *p == 'f'))) {
+            int t = e - p >= 4 && memcmp(p, "true", 4) == 0, f = e - p >= 5 && memcmp(p, "false", 5) == 0;
+            if (!t && !f) return -1;  /* a number among booleans: DuckDB's cast decides */
+            p += t ? 4 : 5;
+            if (kind == BOOL8) ((uint8_t *)vals)[at + m] = (uint8_t)t;
+        } else if (kind == I64) {
+            p = integer(p, e, (int64_t *)vals + at + m);
+        } else if (kind == F32) {
+            p = number(p, e, (float *)vals + at + m);
+        } else {
+            double scratch;
+            p = number_d(p, e, kind == F64 ? (double *)vals + at + m : &scratch);
+        }
+        if (!p) return -1;
+        if (kind != DROP) {
+            if (!null) evalid[at + m] = 1;
+            m++;
+        }
+        more = next_item(&p, e);
+    }
+    if (!more) return -1;
+    *pp = p;
+    return m;
+}
+
+/* The distinct top-level keys of a chunk (open addressing on FNV-1a): each with the list it is (an index of `keys`,
+ * -1: none), whether it is a text key, and the last line it was seen in (a second time in a line: a key written
+ * twice, which DuckDB reads one way and reports; the line is left to it). */
+#define KEY_SLOTS 8192  /* past half of them taken, the chunk is left to DuckDB */
+typedef struct {
+    const uint8_t *p;
+    int64_t line;
+    int32_t len, list, text;
+} KeySlot;
+
+static inline uint64_t fnv(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ULL;
+    return h;
+}
+
+/* Whether the n bytes at p are one of the `count` names in names/offs: its index, or -1. */
+static int32_t named(const uint8_t *p, size_t n, const uint8_t *names, const int64_t *offs, int32_t count) {
+    for (int32_t k = 0; k < count; k++)
+        if ((size_t)(offs[k + 1] - offs[k]) == n && memcmp(p, names + offs[k], n) == 0) return k;
+    return -1;
+}
+
+/* Reads lines offs[i]..offs[i+1] of buf. For key k, a list of kinds[k]: vals[k] gets the items (4 or 8 bytes, or
+ * 1 for booleans), evalid[k] 1 per item (0: null), nulls[k] the count of nulls, voffs[k] (n + 1 int32) each line's
  * list offsets, valid[k] (n bytes) 1 where the line has the key. The key skey (skey_len < 0: none) holds a list of
  * strings: sdata gets their bytes, soffs (int32) each string's offsets, slist (n + 1) each line's list offsets,
- * svalid as valid. text/toffs: the lines with those lists written as []. Returns n, or the index of the first
- * line it cannot read this way. */
-int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
-                     const uint8_t *keys, const int64_t *key_offs, int32_t nkeys,
-                     float **vals, int32_t **voffs, uint8_t **valid,
+ * svalid as valid. text/toffs: the lines with those lists written as []. found_at/found_len (KEY_SLOTS / 2 each):
+ * where in buf each distinct top-level key is spelled, *nfound of them; odd (n): the lines where a text key (tkeys)
+ * holds a value that is no string or null, *nodd of them. Returns n, or the index of the first line it cannot read
+ * this way (a key written twice in a line among those). */
+static int64_t arrays_lines(const uint8_t *buf, const int64_t *offs, int64_t n,
+                     const uint8_t *keys, const int64_t *key_offs, int32_t nkeys, const uint8_t *kinds,
+                     void **vals, int32_t **voffs, uint8_t **valid, uint8_t **evalid, int64_t *nulls,
                      const uint8_t *skey, int64_t skey_len,
                      uint8_t *sdata, int32_t *soffs, int32_t *slist, uint8_t *svalid,
-                     uint8_t *text, int64_t *toffs) {
+                     uint8_t *text, int64_t *toffs,
+                     const uint8_t *tkeys, const int64_t *tkey_offs, int32_t ntkeys,
+                     int64_t *found_at, int32_t *found_len, int64_t *nfound, int64_t *odd, int64_t *nodd,
+                     KeySlot *slots) {
     int64_t used[64] = {0};
     int64_t sused = 0, nstr = 0;
-    if (nkeys > 64) return 0;
+    *nfound = 0;
+    *nodd = 0;
     int64_t t = 0;
     toffs[0] = 0;
-    for (int k = 0; k < nkeys; k++) voffs[k][0] = 0;
+    for (int k = 0; k < nkeys; k++) {
+        voffs[k][0] = 0;
+        nulls[k] = 0;
+    }
     if (skey_len >= 0) {
         soffs[0] = 0;
         slist[0] = 0;
@@ -251,31 +365,44 @@ int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
                 const uint8_t *ks = p + 1, *ke = string_end(p, e);
                 if (!ke) return i;
                 size_t klen = (size_t)(ke - 1 - ks);
-                int key = -1;
-                for (int k = 0; k < nkeys; k++) {
-                    if ((size_t)(key_offs[k + 1] - key_offs[k]) == klen &&
-                        memcmp(ks, keys + key_offs[k], klen) == 0) { key = k; break; }
-                }
-                int strings = skey_len >= 0 && (size_t)skey_len == klen && memcmp(ks, skey, klen) == 0;
                 if (memchr(ks, '\\', klen)) return i;  /* an escaped key may spell one of ours: not decided here */
+                uint64_t h = fnv(ks, klen) & (KEY_SLOTS - 1);
+                while (slots[h].p && !((size_t)slots[h].len == klen && memcmp(slots[h].p, ks, klen) == 0))
+                    h = (h + 1) & (KEY_SLOTS - 1);
+                KeySlot *slot = &slots[h];
+                if (!slot->p) {  /* a key first seen */
+                    if (*nfound >= KEY_SLOTS / 2 || klen > INT32_MAX) return i;
+                    slot->p = ks;
+                    slot->len = (int32_t)klen;
+                    slot->line = -1;
+                    slot->list = named(ks, klen, keys, key_offs, nkeys);
+                    slot->text = named(ks, klen, tkeys, tkey_offs, ntkeys) >= 0;
+                    found_at[*nfound] = ks - buf;
+                    found_len[(*nfound)++] = (int32_t)klen;
+                }
+                if (slot->line == i) return i;  /* twice in this line */
+                slot->line = i;
+                int key = slot->list;
+                int strings = skey_len >= 0 && (size_t)skey_len == klen && memcmp(ks, skey, klen) == 0;
                 p = ke;
                 while (p < e && WS(*p)) p++;
                 if (p >= e || *p != ':') return i;
                 p++;
                 while (p < e && WS(*p)) p++;
-                if (key >= 0) {
-                    if (valid[key][i] || p >= e || *p != '[') return i;  /* twice, or not a list */
+                if (slot->text && p < e && *p != '"' && !(e - p >= 4 && memcmp(p, "null", 4) == 0) &&
+                    (*nodd == 0 || odd[*nodd - 1] != i))
+                    odd[(*nodd)++] = i;  /* a text key holding no string: the checks look at this line */
+                if (key >= 0 && kinds[key] == DROP && (p >= e || *p != '[')) {
+                    if (valid[key][i]) return i;  /* twice */
+                    valid[key][i] = 1;
+                    voffs[key][i + 1] = (int32_t)used[key];
+                    p = value_end(p, e);  /* no list: left to DuckDB (which reads no column from it) */
+                    if (!p) return i;
+                } else if (key >= 0) {
+                    if (valid[key][i]) return i;  /* twice */
                     const uint8_t *open = p;
-                    float *v = vals[key] + used[key];
-                    int64_t m = 0;
-                    int more = first_item(&p, e);
-                    while (more == 1) {
-                        p = number(p, e, v + m);
-                        if (!p) return i;
-                        m++;
-                        more = next_item(&p, e);
-                    }
-                    if (!more || used[key] + m > INT32_MAX) return i;
+                    int64_t m = read_list(&p, e, kinds[key], vals[key], evalid[key], used[key], &nulls[key]);
+                    if (m < 0 || used[key] + m > INT32_MAX) return i;
                     used[key] += m;
                     valid[key][i] = 1;
                     voffs[key][i + 1] = (int32_t)used[key];
@@ -325,4 +452,22 @@ int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
         if (skey_len >= 0 && !svalid[i]) slist[i + 1] = (int32_t)nstr;
     }
     return n;
+}
+
+int64_t rlviz_arrays(const uint8_t *buf, const int64_t *offs, int64_t n,
+                     const uint8_t *keys, const int64_t *key_offs, int32_t nkeys, const uint8_t *kinds,
+                     void **vals, int32_t **voffs, uint8_t **valid, uint8_t **evalid, int64_t *nulls,
+                     const uint8_t *skey, int64_t skey_len,
+                     uint8_t *sdata, int32_t *soffs, int32_t *slist, uint8_t *svalid,
+                     uint8_t *text, int64_t *toffs,
+                     const uint8_t *tkeys, const int64_t *tkey_offs, int32_t ntkeys,
+                     int64_t *found_at, int32_t *found_len, int64_t *nfound, int64_t *odd, int64_t *nodd) {
+    if (nkeys > 64) return 0;
+    KeySlot *slots = calloc(KEY_SLOTS, sizeof(KeySlot));
+    if (!slots) return 0;
+    int64_t r = arrays_lines(buf, offs, n, keys, key_offs, nkeys, kinds, vals, voffs, valid, evalid, nulls, skey,
+                             skey_len, sdata, soffs, slist, svalid, text, toffs, tkeys, tkey_offs, ntkeys, found_at,
+                             found_len, nfound, odd, nodd, slots);
+    free(slots);
+    return r;
 }

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from rlviz_widgets._ingest.metrics import ARRAYS
 from rlviz_widgets._ingest.readers.chat import conversation, with_chats
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
+from rlviz_widgets._ingest.readers.jsonl.sql import field_ref
 from rlviz_widgets._ingest.readers.markers import marker_turns
 from rlviz_widgets._ingest.readers.mismatch_fields import helper
 from rlviz_widgets._ingest.readers.sequence import with_sequence_columns
@@ -130,7 +131,7 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
         ex["group_id"] = f"{step} || ':' || md5((r.token_ids[:{cut} - 1])::VARCHAR)[:12]"
     ex["_trained"] = "r.loss_mask"
     ex["_reports"] = "CAST([] AS VARCHAR[])"
-    ex |= {helper(ours): f"r.{theirs}" for theirs, ours in {**FLOAT_LISTS, **BOOL_LISTS}.items()}
+    ex |= {helper(ours): field_ref(theirs) for theirs, ours in {**FLOAT_LISTS, **BOOL_LISTS}.items()}
     used |= {"token_ids", "loss_mask", *UNUSED, *FLOAT_LISTS, *BOOL_LISTS}
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -19,7 +21,7 @@ import pyarrow.compute as pc
 
 from rlviz_widgets._ingest.lines import Chunk
 from rlviz_widgets._ingest.metrics import ARRAYS, with_reductions
-from rlviz_widgets._ingest.native import read_arrays_later
+from rlviz_widgets._ingest.native import KINDS, Found, read_arrays_later
 from rlviz_widgets._ingest.readers.jsonl.batches import combine, register, split
 from rlviz_widgets._ingest.readers.jsonl.checks import Naming, check
 from rlviz_widgets._ingest.readers.jsonl.format import JsonlFormat
@@ -36,8 +38,10 @@ from rlviz_widgets._ingest.readers.options import (
 )
 from rlviz_widgets._ingest.readers.tokens import spell_ids
 from rlviz_widgets._problems import short as _short
+from rlviz_widgets._sql import ident
 
 _BRACE = ord("{")
+GUESS_LINES = 64  # a chunk's keys are guessed from its first lines, for C to read it by (C then gives them all)
 Parsed = tuple[pa.Table | None, list[list]]
 
 
@@ -48,6 +52,7 @@ class JsonlReader:
     suffixes = (".jsonl",)
     whole_file = False
     scan_byte = ord(":")  # read_chunks finds these with the newlines: keys end at colons
+    keys_in_c = True  # C finds a chunk's keys as it reads its lists (``_read_in_c``)
 
     def __init__(self, columns: dict[str, str] | None = None, tokenizer=None, format: JsonlFormat | None = None):
         if format is not None:
@@ -109,36 +114,91 @@ class JsonlReader:
         """Work on a chunk's bytes that can run ahead of ``parse``, in the reading thread: its keys, the lines
         where a text field may not be a string, and those where a key may be written twice; with ``arrays``, its
         number arrays and token strings too (``native_arrays``: on a thread of their own)."""
+        if arrays and self.keys_in_c and self._read_in_c(chunk):
+            return
         scanned = scan(chunk.lines, chunk.found) if len(chunk.lines) else None
         chunk.keys = candidate_keys(chunk.lines, chunk.found, scanned)
         chunk.odd = self._odd_lines(chunk, scanned)
         chunk.repeats = chunk.numbers[repeated_keys(chunk.lines, chunk.found, scanned)]
         chunk.native = self.native_arrays(chunk) if arrays else None
 
+    def _read_in_c(self, chunk: Chunk) -> bool:
+        """Whether C reads the chunk whole (``native_plan`` of the keys of its first lines): its lists, and its keys,
+        odd lines and keys written twice, which the byte scan would find (``settle`` takes them). A chunk C cannot
+        read, or whose keys turn out to need another plan, gets them from the byte scan then."""
+        if not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
+            return False
+        plan = self.native_plan(candidate_keys(chunk.lines.slice(0, GUESS_LINES)))
+        if plan is None:
+            return False
+        texts = list(self.naming().texts.values())
+        pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
+        futures = [read_arrays_later(p, plan.lists, plan.strings, plan.split, texts) for p in pieces]
+        if any(f is None for f in futures):
+            return False
+        chunk.keys = chunk.odd = chunk.repeats = None
+        chunk.native = futures
+        return True
+
+    def settle(self, chunk: Chunk) -> None:
+        """A chunk C read whole (``_read_in_c``): its keys and odd lines as C saw them (no line of it writes a key
+        twice), its lists kept if the plan of those keys is the one C read by; or, where C could not read it, its
+        keys and lines found by the byte scan (in this thread)."""
+        if chunk.keys is not None or chunk.native is None:
+            return
+        parts = [_result(f) for f in chunk.native]
+        chunk.native = None
+        if any(p is None for p in parts):
+            self.prepare(chunk, arrays=False)
+            return
+        chunk.keys = set().union(*(p[3].keys for p in parts))
+        starts = np.cumsum([0, *(len(p[0]) for p in parts[:-1])])
+        chunk.odd = chunk.numbers[np.concatenate([p[3].odd + at for p, at in zip(parts, starts)])]
+        chunk.repeats = np.zeros(0, np.int64)
+        if self.native_plan(chunk.keys) == parts[0][4]:
+            chunk.native = parts
+
     def native_arrays(self, chunk: Chunk) -> list[Future] | None:
-        """The chunk's number arrays and token strings being read by ``native.read_arrays`` (beside DuckDB's parse
-        of the chunk before; a future per piece of its lines), or None. Only the lists the transform would read as
-        FLOAT[] (or VARCHAR[], the tokens) from a key of their own, in chunks of object lines without another
-        spelling of those keys (json_transform matches keys whatever their case)."""
+        """The chunk's lists being read by ``native.read_arrays`` (beside DuckDB's parse of the chunk before; a
+        future per piece of its lines, of (lines, {column: list} set after the SQL, {key: list} the SQL reads)), or
+        None: see ``native_plan``. Only chunks of object lines."""
         if chunk.keys is None or not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
             return None
-        schema, ex, _ = self.spec(chunk.keys)
-        refs = " ".join(v for v in ex.values() if v)
-        keys = self._fields
-        fields = {}
-        for a in (*ARRAYS, "tokens"):
-            key = keys[a]
-            ref = field_ref(key)
-            if schema.get(key) == ("VARCHAR[]" if a == "tokens" else "FLOAT[]") and ex.get(a) == ref \
-                    and refs.count(ref) == 1:
-                fields[a] = key
-        folded = {k.casefold() for k in fields.values()}
-        if not fields or any(k.casefold() in folded and k not in fields.values() for k in chunk.keys):
+        plan = self.native_plan(chunk.keys)
+        if plan is None:
             return None
-        strings = ("tokens", fields.pop("tokens")) if "tokens" in fields else None
         pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
-        futures = [read_arrays_later(p, fields, strings) for p in pieces]
+        texts = list(self.naming().texts.values())
+        futures = [read_arrays_later(p, plan.lists, plan.strings, plan.split, texts) for p in pieces]
         return None if any(f is None for f in futures) else futures
+
+    def native_plan(self, keys: set[str]) -> NativePlan | None:
+        """Which of a chunk's keys (``keys``) C reads: every list the transform's schema types as one of C's kinds
+        (``native.KINDS``), the tokens' strings, and lists of keys the format uses but no column reads (written [],
+        not kept). A list one column takes as it is (``r.key`` once in the SQL) is set after the SQL; the others
+        are given to it (``transform``'s ``given``). None: nothing to read, or a key spelled otherwise in the chunk
+        (json_transform matches keys whatever their case)."""
+        schema, ex, used = self.spec(keys)
+        lists, strings = {}, None
+        for key in keys:
+            kind = schema.get(key)
+            if kind in KINDS:
+                lists[key] = kind
+            elif kind == "VARCHAR[]" and key == self._fields["tokens"]:
+                strings = key
+            elif kind is None and key in used:
+                lists[key] = "DROP"
+        read = {k for k, kind in lists.items() if kind != "DROP"} | ({strings} if strings else set())
+        if not read:
+            return None
+        folded = {k.casefold() for k in (*lists, *read)}
+        if any(k.casefold() in folded and k not in lists and k != strings for k in keys):
+            return None
+        refs = " ".join(v for v in ex.values() if v)
+        direct = {c: k for k in read for c, v in ex.items()
+                  if v == field_ref(k) and (c in ARRAYS or c == "tokens" or c.startswith("_"))
+                  and _mentions(refs, k) == 1}
+        return NativePlan(lists, strings, direct, tuple(sorted(read - set(direct.values()))))
 
     def _odd_lines(self, chunk: Chunk, scanned: tuple | None = None) -> np.ndarray:
         """The numbers of the lines where a text field may hold a value that is not a string."""
@@ -146,6 +206,7 @@ class JsonlReader:
 
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk) -> Parsed:
         """One chunk of raw lines as one Arrow table in the common columns, and the problems found (by line)."""
+        self.settle(chunk)
         return self._parse(con, chunk, [self.file_step])
 
     def parse_many(self, con: duckdb.DuckDBPyConnection, chunks: list[Chunk],
@@ -155,6 +216,7 @@ class JsonlReader:
         if len(chunks) == 1:
             return [readers[0].parse(con, chunks[0])]
         for c, r in zip(chunks, readers):
+            r.settle(c)
             if c.keys is None or c.odd is None or c.repeats is None:
                 r.prepare(c, arrays=False)
         table, problems = self._parse(con, combine(chunks), [r.file_step for r in readers])
@@ -213,20 +275,28 @@ class JsonlReader:
 
     def _native_transform(self, con: duckdb.DuckDBPyConnection, chunk: Chunk,
                           steps: list[int | None]) -> pa.Table | None:
-        """``_transform`` of the chunk's lines with their number arrays and token strings read already
-        (``chunk.native``), those lists put back in; None when DuckDB refuses a line (the chunk is then read as it
-        is, its odd lines found and reported as always). Leaves the lines it read registered as ``raw`` for the
-        checks after it."""
-        parts = [_result(f) for f in chunk.native]
+        """``_transform`` of the chunk's lines with their lists read already (``chunk.native``): those the SQL reads
+        given to it, the others put back in after; None when DuckDB refuses a line (the chunk is then read as it
+        is, its odd lines found and reported as always) or the pieces of a batch were read otherwise. Leaves the
+        lines it read registered as ``raw`` for the checks after it."""
+        parts = [_result(f) if isinstance(f, Future) else f for f in chunk.native]
         chunk.native = None  # not held past this parse
         if any(p is None for p in parts):
             return None
-        text = parts[0][0] if len(parts) == 1 else pa.concat_arrays([p[0] for p in parts])
-        arrays = {a: pa.concat_arrays([p[1][a] for p in parts]) if len(parts) > 1 else parts[0][1][a]
-                  for a in parts[0][1]}
-        register(con, pa.table({"line": chunk.numbers, "j": text}), steps, max_chunksize=128)
+        if len(parts[0]) > 2:  # lists read by a plan: the plan of the chunk's keys (of several chunks', in a batch)
+            plan = self.native_plan(chunk.keys)
+            if any(p[4] != plan for p in parts):
+                return None
+        elif any(p[1].keys() != parts[0][1].keys() for p in parts):
+            return None
+        given_keys = list(parts[0][2]) if len(parts[0]) > 2 else []
+        text = _joined([p[0] for p in parts])
+        arrays = {a: _joined([p[1][a] for p in parts]) for a in parts[0][1]}
+        raw = pa.table({"line": chunk.numbers, "j": text,
+                        **{f"_given{i}": _joined([p[2][k] for p in parts]) for i, k in enumerate(given_keys)}})
+        register(con, raw, steps, max_chunksize=128)
         try:
-            table, _ = self._transform(con, chunk.keys)
+            table, _ = self._transform(con, chunk.keys, {k: f"_given{i}" for i, k in enumerate(given_keys)})
         except (duckdb.Error, UnicodeDecodeError):
             return None
         lines = table["line"].to_numpy()
@@ -262,8 +332,9 @@ class JsonlReader:
         register(con, keep, steps)
         return (pa.concat_tables(tables) if tables else None), keep
 
-    def _transform(self, con: duckdb.DuckDBPyConnection, keys: set[str]) -> tuple[pa.Table, set[str]]:
-        return transform(con, self.spec(keys), keys, self.format.unwrap, self.step_pattern is not None)
+    def _transform(self, con: duckdb.DuckDBPyConnection, keys: set[str],
+                   given: dict[str, str] | None = None) -> tuple[pa.Table, set[str]]:
+        return transform(con, self.spec(keys), keys, self.format.unwrap, self.step_pattern is not None, given)
 
     def _post(self, t: pa.Table) -> pa.Table:
         """Python-side fixes after the SQL: the format's own, then token ids spelled as strings."""
@@ -272,6 +343,34 @@ class JsonlReader:
         if pa.types.is_integer(t.schema.field("tokens").type.value_type):
             t = t.set_column(t.schema.get_field_index("tokens"), "tokens", spell_ids(t["tokens"], self.tokenizer))
         return t
+
+
+def _mentions(sql: str, key: str) -> int:
+    """How often ``sql`` reads the record's ``key`` (``r.key``, quoted or not)."""
+    return len(re.findall(rf"\br\.(?:{re.escape(ident(key))}|{re.escape(key)}(?![\w\"]))", sql))
+
+
+def _joined(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
+@dataclass(frozen=True)
+class NativePlan:
+    """What C reads of a chunk (``JsonlReader.native_plan``): ``lists`` (record key -> ``native.KINDS`` name),
+    ``strings`` (the key of the tokens' strings), ``direct`` (column -> record key: set after the SQL), ``given``
+    (record keys the SQL reads from the lists C read)."""
+
+    lists: dict[str, str]
+    strings: str | None
+    direct: dict[str, str]
+    given: tuple[str, ...]
+
+    def split(self, got: tuple[pa.Array, dict[str, pa.Array], Found]) -> tuple[pa.Array, dict, dict, Found,
+                                                                                  NativePlan]:
+        """C's reading (lines, {key: list}, what else it saw) as ``_native_transform`` takes it: (lines, {column:
+        list}, {key: list}, what else it saw, this plan)."""
+        lines, arrays, found = got
+        return lines, {c: arrays[k] for c, k in self.direct.items()}, {k: arrays[k] for k in self.given}, found, self
 
 
 def _result(future: Future):

@@ -109,10 +109,11 @@ def _mismatch_spec(schema: dict[str, str], ex: dict[str, str | None], used: set[
 
 
 def transform(con: duckdb.DuckDBPyConnection, spec: Spec, keys: set[str], unwrap: Callable[[str], str] | None,
-              file_steps: bool) -> tuple[pa.Table, set[str]]:
+              file_steps: bool, given: Mapping[str, str] | None = None) -> tuple[pa.Table, set[str]]:
     """The lines registered as ``raw`` in the common columns (with the checks' flags ``_p_*``, ``_v_*``) and their
     custom fields as columns; and the record keys the common columns used. ``file_steps``: a record without a step
-    takes its file name's (``fs``)."""
+    takes its file name's (``fs``). ``given``: record key -> the column of ``raw`` holding its value, read already
+    (lists read in C): the record ``r`` takes it from there, not from the JSON."""
     schema, ex, used = spec
     direct, by_path = split_extras(schema, sorted(k for k in keys if k not in used))
     extras = sorted(direct + by_path)
@@ -129,6 +130,9 @@ def transform(con: duckdb.DuckDBPyConnection, spec: Spec, keys: set[str], unwrap
         texts["_x_advantage"] = ex["advantage_raw"]
         advantage = _number("advantage")
     helpers = "".join(f", {v} AS {ident(k)}" for k, v in ex.items() if k.startswith("_"))  # for the format's decode
+    record = f"json_transform(j, {literal(json.dumps({k: v for k, v in schema.items() if k not in (given or {})}))})"
+    if given:
+        record = f"struct_insert({record}, {', '.join(f'{ident(k)} := {ident(c)}' for k, c in given.items())})"
     table = _query(con, f"""
             SELECT line,
                    {_STEP_SQL},
@@ -139,7 +143,7 @@ def transform(con: duckdb.DuckDBPyConnection, spec: Spec, keys: set[str], unwrap
                    {ex['group_id']} AS group_id, {advantage} {_extra_select(extras, wide)} {helpers}
             FROM (SELECT line, fs, r, {', '.join(f'({v})::VARCHAR AS {ident(k)}' for k, v in texts.items())} {values}
                   FROM (SELECT line, fs, {'j, ' if wide or by_path else ''}
-                               json_transform(j, {literal(json.dumps(schema))}) AS r {mapped} FROM raw))""")
+                               {record} AS r {mapped} FROM raw))""")
     return (extra_columns(table, extras) if extras else table), used
 
 
