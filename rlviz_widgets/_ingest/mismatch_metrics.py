@@ -24,23 +24,29 @@ class _Flat:
     """A list column flattened: values (NaN for nulls and non-finite numbers; booleans as 0/1, -1 for null),
     each value's row, and whether it is a trained token."""
 
-    def __init__(self, col, trained: tuple | None, boolean: bool = False):
+    def __init__(self, col, trained: tuple | None, boolean: bool = False, layouts: dict | None = None):
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         if arr.offset:
             arr = pa.concat_arrays([arr])
         offsets = arr.offsets.to_numpy()
         values = arr.values.slice(offsets[0], offsets[-1] - offsets[0])
         self.offsets = offsets - offsets[0]
-        counts = np.diff(self.offsets)
-        self.row = np.repeat(np.arange(len(counts)), counts)
-        self.pos = np.arange(len(values)) - self.offsets[:-1][self.row]
+        key = self.offsets.tobytes()
+        layout = (layouts or {}).get(key)
+        if layout is None:  # rows and positions, worked out once for the lists of one shape (a part's are alike)
+            counts = np.diff(self.offsets)
+            row = np.repeat(np.arange(len(counts)), counts)
+            pos = np.arange(len(values)) - self.offsets[:-1][row]
+            layout = (row, pos, _trained_at(row, pos, trained))
+            if layouts is not None:
+                layouts[key] = layout
+        self.row, self.pos, self.trained = layout
         if boolean:
             self.values = np.where(values.is_null().to_numpy(zero_copy_only=False), -1,
                                    values.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8))
         else:
             v = values.to_numpy(zero_copy_only=False).astype(np.float64)
             self.values = np.where(np.isfinite(v), v, np.nan)
-        self.trained = _trained_at(self.row, self.pos, trained)
 
 
 def _trained_at(row: np.ndarray, pos: np.ndarray, trained: tuple | None) -> np.ndarray:
@@ -78,26 +84,31 @@ def _mean(x: np.ndarray, row: np.ndarray, n: int) -> np.ndarray:
 
 
 def _max(x: np.ndarray, row: np.ndarray, n: int) -> np.ndarray:
-    out = np.full(n, -np.inf)
-    ok = ~np.isnan(x)
-    np.maximum.at(out, row[ok], x[ok])
-    return np.where(np.isinf(out) & (out < 0), np.nan, out)
+    """Each row's max of ``x`` (NaN: none), for values listed row by row."""
+    out = np.full(n, np.nan)
+    if not len(x):
+        return out
+    starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    top = np.fmax.reduceat(x, starts)  # (fmax: NaN only where every value is)
+    out[row[starts]] = top
+    return out
 
 
 def per_sample(table: pa.Table) -> dict[str, pa.Array]:
     """The ``FIGURES`` a part's mismatch fields give (only those its fields allow)."""
     n = table.num_rows
     mask = trained_mask(table)
+    layouts: dict = {}
     have = {c for c in ("inference_logprob", "trainer_logprob", "entropy", "logged_mismatch_kl", "is_masked")
             if c in table.column_names and table[c].null_count < n}
     out: dict[str, np.ndarray] = {}
     if {"inference_logprob", "trainer_logprob"} <= have:
-        out |= _ratio_figures(table, mask, "logged_mismatch_kl" in have)
+        out |= _ratio_figures(table, mask, "logged_mismatch_kl" in have, layouts)
     if "entropy" in have:
-        e = _Flat(table["entropy"], mask)
+        e = _Flat(table["entropy"], mask, layouts=layouts)
         out["entropy_mean"] = _mean(np.where(e.trained, e.values, np.nan), e.row, n)
     if "is_masked" in have:
-        m = _Flat(table["is_masked"], mask, boolean=True)
+        m = _Flat(table["is_masked"], mask, boolean=True, layouts=layouts)
         on = m.trained & (m.values >= 0)
         masked = np.bincount(m.row[on & (m.values == 1)], minlength=n)
         unmasked = np.bincount(m.row[on & (m.values == 0)], minlength=n)
@@ -107,9 +118,10 @@ def per_sample(table: pa.Table) -> dict[str, pa.Array]:
     return {k: pa.array(v, FIGURES[k], from_pandas=True) if isinstance(v, np.ndarray) else v for k, v in out.items()}
 
 
-def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool) -> dict[str, np.ndarray]:
+def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool, layouts: dict) -> dict[str, np.ndarray]:
     n = table.num_rows
-    inf, tr = _Flat(table["inference_logprob"], mask), _Flat(table["trainer_logprob"], mask)
+    inf = _Flat(table["inference_logprob"], mask, layouts=layouts)
+    tr = _Flat(table["trainer_logprob"], mask, layouts=layouts)
     iv, tv, row = _paired(inf, tr)
     pos = inf.pos if row is inf.row else _positions(row)
     on = _trained_at(row, pos, mask)
@@ -118,7 +130,7 @@ def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool) -> dict
         k3 = np.exp(lr) - 1 - lr
     kl = k3
     if logged_kl:
-        logged = _Flat(table["logged_mismatch_kl"], mask)
+        logged = _Flat(table["logged_mismatch_kl"], mask, layouts=layouts)
         lk = np.full(len(row), np.nan)
         at = _lookup(logged, row, pos)
         lk[at >= 0] = logged.values[at[at >= 0]]

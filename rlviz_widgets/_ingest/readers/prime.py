@@ -117,9 +117,9 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
                 "tokens": "r.token_ids", "reward": "list_where(r.rewards, r.loss_mask)[1]",
                 "advantage": "list_avg(list_filter(list_where(r.advantages, r.loss_mask), lambda a: isfinite(a)))"
                              "::DOUBLE",
-                # without a tokenizer (the decode step reads the turns with one): the ids as #id words
-                "prompt": f"array_to_string(list_transform(r.token_ids[:{cut} - 1], lambda i: '#' || i), ' ')",
-                "response": f"array_to_string(list_transform(r.token_ids[{cut}:], lambda i: '#' || i), ' ')",
+                # without a tokenizer (the decode step reads the turns with one): the ids as #id words (joined
+                # whole: a lambda per token took a fifth of the chunk's query)
+                "prompt": _words(f"r.token_ids[:{cut} - 1]"), "response": _words(f"r.token_ids[{cut}:]"),
                 **{a: "NULL::FLOAT[]" for a in ARRAYS}}
     for c, sql in defaults.items():
         if c not in mapped:
@@ -133,6 +133,12 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
     ex["_reports"] = "CAST([] AS VARCHAR[])"
     ex |= {helper(ours): field_ref(theirs) for theirs, ours in {**FLOAT_LISTS, **BOOL_LISTS}.items()}
     used |= {"token_ids", "loss_mask", *UNUSED, *FLOAT_LISTS, *BOOL_LISTS}
+
+
+def _words(ids: str) -> str:
+    """SQL: the token ids of the list ``ids`` as ``#id`` words (null ids left out: none but nulls, no text; none at
+    all, an empty text)."""
+    return f"CASE WHEN len({ids}) = 0 THEN '' ELSE nullif('#' || array_to_string({ids}, ' #'), '#') END"
 
 
 def _decode(t: pa.Table, tokenizer) -> pa.Table:
