@@ -230,3 +230,30 @@ def test_columns_maps_the_fields(tmp_path):
           for r in recs]
     close(s["mismatch_log_ratio_abs_max"], [np.abs(x).max() for x in lr], "abs max")
     close(s["entropy_mean"], [np.mean(np.asarray(r["ent"], np.float32).astype(float)) for r in recs], "entropy")
+
+
+def test_id_words_split_at_the_first_trained_token():
+    """Without a tokenizer the prompt and response are the ids before and from the first trained one as ``#id``
+    words: the same texts as SQL's slicing and joining of the lists (null ids left out, a mask shorter or longer
+    than the ids, a row without a mask or ids), on random rows."""
+    import duckdb
+
+    from rlviz_widgets._ingest.readers.prime import id_words
+
+    rng = np.random.default_rng(5)
+    ids, masks = [], []
+    for _ in range(400):
+        n = int(rng.integers(0, 8))
+        ids.append(None if rng.random() < 0.05 else
+                   [None if rng.random() < 0.1 else int(rng.integers(0, 10**6)) for _ in range(n)])
+        m = n + int(rng.integers(-2, 3))
+        masks.append(None if rng.random() < 0.05 else [bool(rng.random() < 0.4) for _ in range(max(m, 0))])
+    t = pa.table({"ids": pa.array(ids, pa.list_(pa.int64())), "m": pa.array(masks, pa.list_(pa.bool_()))})
+    cut = "coalesce(list_position(m, true), len(ids) + 1)"
+
+    def words(x):
+        return f"array_to_string(list_transform({x}, lambda i: '#' || i), ' ')"
+
+    want = duckdb.connect().sql(f"SELECT {words(f'ids[:{cut} - 1]')}, {words(f'ids[{cut}:]')} FROM t").fetchall()
+    prompt, response = id_words(t["ids"], t["m"])
+    assert list(zip(prompt.to_pylist(), response.to_pylist())) == want
