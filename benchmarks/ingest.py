@@ -3,6 +3,7 @@
     python benchmarks/ingest.py            # a >= 300 MB synthetic log, 3 runs per case (a few minutes)
     python benchmarks/ingest.py --quick    # a ~20 MB log: a smoke run, the targets are not meaningful there
     python benchmarks/ingest.py --dir D    # generate into D (kept, and reused when big enough)
+    python benchmarks/ingest.py --cases bd --repeats 7   # only (b) and (d), interleaved: the conversation target
 
 Every measurement runs in its own process (this script in ``--worker`` mode), so peak RSS is that of one load
 (``--settle S``: after a pause of S seconds).
@@ -13,7 +14,8 @@ each run), (c) ``open_run`` again over a cache built by (b), (d) ``open_run`` wi
 conversation log of the same bytes (OpenAI-chat ``messages`` JSON lines: 4 messages a sample on average, tool calls
 and results; in ``{dir}_chat``). Targets: (b) >= 10x faster than (a), (c) >= 100x faster, peak RSS of (b) and (c)
 <= 1/3 of (a); (d) within 1.2x of (b)'s time. The median of the runs is reported. The table goes to stdout and,
-as markdown, to ``benchmarks/results/ingest.md`` (``ingest_quick.md`` for ``--quick``).
+as markdown, to ``benchmarks/results/ingest.md`` (``ingest_quick.md`` for ``--quick``, ``ingest_bd.md`` for
+``--cases bd``).
 """
 
 from __future__ import annotations
@@ -172,18 +174,20 @@ def make_chat_log(folder: Path, target_bytes: int, spec: dict) -> None:
 
 # -- report ------------------------------------------------------------------------------------------------------
 def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tuple[str, bool]:
-    """The markdown table and whether every target passed."""
+    """The markdown table and whether every target measured passed (``results`` may lack cases: ``--cases``)."""
     med = {c: {k: statistics.median(r[k] for r in rs) for k in ("seconds", "peak_rss_mb")}
-           for c, rs in results.items()}
-    a = med["a"]
+           for c, rs in results.items() if rs}
+    a = med.get("a")
     rows = ["| case | seconds (median) | runs (s) | peak RSS MB | speed-up vs (a) | memory vs (a) | target | result |",
             "|---|---:|---|---:|---:|---:|---|---|"]
     ok_all = True
     for c, name in CASES.items():
+        if c not in med:
+            continue
         m = med[c]
         runs = ", ".join(f"{r['seconds']:.3g}" for r in results[c])
-        speed = a["seconds"] / m["seconds"]
-        mem = m["peak_rss_mb"] / a["peak_rss_mb"]
+        speed = a["seconds"] / m["seconds"] if a else float("nan")
+        mem = m["peak_rss_mb"] / a["peak_rss_mb"] if a else float("nan")
         if c == "a":
             target, result = "baseline", "-"
         elif c == "d":
@@ -191,20 +195,24 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
             ok_all &= ratio <= CHAT_TARGET
             target = f"<= {CHAT_TARGET:g}x (b)'s time"
             result = f"{'PASS' if ratio <= CHAT_TARGET else 'FAIL'} ({ratio:.2f}x (b))"
+        elif a is None:
+            target, result = f">= {SPEED_TARGET[c]:g}x faster, memory <= 1/3", "- (no (a) measured)"
         else:
             ok_speed, ok_mem = speed >= SPEED_TARGET[c], mem <= MEMORY_TARGET
             ok_all &= ok_speed and ok_mem
             target = f">= {SPEED_TARGET[c]:g}x faster, memory <= 1/3"
             result = ("PASS" if ok_speed and ok_mem else "FAIL") + \
                 f" (speed {'ok' if ok_speed else 'FAIL'}, memory {'ok' if ok_mem else 'FAIL'})"
-        rows.append(f"| ({c}) {name} | {m['seconds']:.3f} | {runs} | {m['peak_rss_mb']:.0f} | {speed:.1f}x | "
-                    f"{mem:.2f} | {target} | {result} |")
+        against = f"{speed:.1f}x | {mem:.2f}" if a else "- | -"
+        rows.append(f"| ({c}) {name} | {m['seconds']:.3f} | {runs} | {m['peak_rss_mb']:.0f} | {against} | {target} | "
+                    f"{result} |")
     steps_s = [r["steps_seconds"] for c in ("b", "c") for r in results[c] if "steps_seconds" in r]
     pause = f" after a {info['settle']:g} s pause" if info.get("settle") else ""
     head = [f"Log: {info['mb']:.1f} MB in {info['files']} files, {info['samples']} samples "
             f"({info['params']}); {info['repeats']} run(s) per case, each in its own process{pause}; "
-            f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s). (d): a "
-            f"conversation log of {info['chat_mb']:.1f} MB, {info['chat_samples']} samples.", ""]
+            f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU(s)."
+            + (f" (d): a conversation log of {info['chat_mb']:.1f} MB, {info['chat_samples']} samples."
+               if "d" in med else ""), ""]
     tail = ["", f"Not timed above: the first `run.steps` after `open_run` took {statistics.median(steps_s):.3f} s "
             "(median)." if steps_s else "",
             f"Overall: {'PASS' if ok_all else 'FAIL'}"
@@ -212,9 +220,14 @@ def table(results: dict[str, list[dict]], info: dict, quick: bool = False) -> tu
     return "\n".join(head + rows + tail), ok_all
 
 
-def log_args(doc: str, name: str, cases: dict, argv: list[str] | None, settle: bool = False) -> argparse.Namespace:
-    """The arguments of a benchmark on this log (``--quick``, ``--dir``, ``--repeats``, ``--out``, the worker's)."""
+def log_args(doc: str, name: str, cases: dict, argv: list[str] | None, settle: bool = False,
+             choose: bool = False) -> argparse.Namespace:
+    """The arguments of a benchmark on this log (``--quick``, ``--dir``, ``--repeats``, ``--out``, the worker's;
+    ``--cases`` with ``choose``)."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    if choose:
+        ap.add_argument("--cases", default="".join(cases), metavar="LETTERS",
+                        help=f"the cases to run, of {''.join(cases)} (default all; (c) and (d) need (b))")
     ap.add_argument("--quick", action="store_true", help="a ~20 MB log (smoke run)")
     ap.add_argument("--dir", type=Path, help="where to write the log (kept; reused when big enough)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -234,9 +247,12 @@ def log_dir(args: argparse.Namespace, scratch: Path) -> tuple[Path, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = log_args(__doc__, "ingest", CASES, argv, settle=True)
+    args = log_args(__doc__, "ingest", CASES, argv, settle=True, choose=True)
     if run_as_worker(args, worker):
         return 0
+    chosen = set(args.cases)
+    if not chosen or chosen - set(CASES) or ({"c", "d"} & chosen and "b" not in chosen):
+        raise SystemExit(f"--cases: letters of {''.join(CASES)}; (c) and (d) need (b)")
 
     scratch = Path(tempfile.mkdtemp(prefix="rlviz_ingest_"))
     try:
@@ -247,28 +263,34 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[dict]] = {c: [] for c in CASES}
         warm = scratch / "cache_warm"
         for i in range(args.repeats):
-            results["a"].append(measure("a", logdir, None, args.settle))
-            cold = scratch / f"cache_cold_{i}"  # a fresh, empty cache dir for each (b)
-            results["b"].append(measure("b", logdir, cold, args.settle))
-            if i == 0:
-                shutil.copytree(cold, warm)  # (c) reads the cache (b) built
-            shutil.rmtree(cold, ignore_errors=True)
-            results["c"].append(measure("c", logdir, warm, args.settle))
-            chat_cold = scratch / f"cache_chat_{i}"
-            results["d"].append(measure("d", chat_dir, chat_cold, args.settle))
-            shutil.rmtree(chat_cold, ignore_errors=True)
+            if "a" in chosen:
+                results["a"].append(measure("a", logdir, None, args.settle))
+            if "b" in chosen:
+                cold = scratch / f"cache_cold_{i}"  # a fresh, empty cache dir for each (b)
+                results["b"].append(measure("b", logdir, cold, args.settle))
+                if i == 0 and "c" in chosen:
+                    shutil.copytree(cold, warm)  # (c) reads the cache (b) built
+                shutil.rmtree(cold, ignore_errors=True)
+            if "c" in chosen:
+                results["c"].append(measure("c", logdir, warm, args.settle))
+            if "d" in chosen:
+                chat_cold = scratch / f"cache_chat_{i}"
+                results["d"].append(measure("d", chat_dir, chat_cold, args.settle))
+                shutil.rmtree(chat_cold, ignore_errors=True)
             print(f"run {i + 1}/{args.repeats}: " + ", ".join(f"({c}) {results[c][-1]['seconds']:.3f} s"
-                                                            for c in CASES), flush=True)
-        counts = {c: {r["samples"] for r in rs} for c, rs in results.items() if c != "d"}  # (d): its own log
-        if len(set().union(*counts.values())) != 1:
+                                                            for c in CASES if results[c]), flush=True)
+        counts = {c: {r["samples"] for r in rs} for c, rs in results.items() if c != "d" and rs}  # (d): its own
+        if len(set().union(*counts.values())) > 1:
             raise SystemExit(f"the loaders disagree on the sample count: {counts}")
-        info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": results["a"][0]["samples"],
-                "chat_mb": log_size(chat_dir) / MB, "chat_samples": results["d"][0]["samples"],
+        first = next(rs[0] for c, rs in results.items() if c != "d" and rs)  # (d) comes with (b)
+        info = {"mb": log_size(logdir) / MB, "files": len(files), "samples": first["samples"],
+                "chat_mb": log_size(chat_dir) / MB, "chat_samples": results["d"][0]["samples"] if results["d"] else 0,
                 "params": ", ".join(f"{k}={v}" for k, v in params.items()), "repeats": args.repeats,
                 "settle": args.settle}
         text, ok = table(results, info, args.quick)
-        write_results(text, args.out, "ingest", "Ingest benchmark", args.quick,
-                      f"`python benchmarks/ingest.py{' --quick' if args.quick else ''}`, {now()}")
+        some = "" if chosen == set(CASES) else f" --cases {''.join(c for c in CASES if c in chosen)}"
+        write_results(text, args.out, "ingest" + some.replace(" --cases ", "_"), "Ingest benchmark", args.quick,
+                      f"`python benchmarks/ingest.py{' --quick' if args.quick else ''}{some}`, {now()}")
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
