@@ -21,8 +21,8 @@ FIGURES = {"mismatch_log_ratio_abs_mean": pa.float64(), "mismatch_log_ratio_abs_
 
 
 class _Flat:
-    """A list column flattened: values (NaN for nulls and non-finite numbers; booleans as 0/1, -1 for null),
-    each value's row, and whether it is a trained token."""
+    """A list column flattened: its values (``take``: NaN for nulls and non-finite numbers; booleans as 0/1, -1 for
+    null), each value's row and position, and whether it is a trained token."""
 
     def __init__(self, col, trained: tuple | None, boolean: bool = False, layouts: dict | None = None):
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
@@ -45,8 +45,14 @@ class _Flat:
             self.values = np.where(values.is_null().to_numpy(zero_copy_only=False), -1,
                                    values.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8))
         else:
-            v = values.to_numpy(zero_copy_only=False).astype(np.float64)
-            self.values = np.where(np.isfinite(v), v, np.nan)
+            self.values = values.to_numpy(zero_copy_only=False)  # (nulls: NaN) as logged, widened when taken
+
+    def take(self, at: np.ndarray) -> np.ndarray:
+        """The values at ``at`` as float64, NaN where not finite (only trained tokens are taken: the rest is half a
+        packed sequence)."""
+        v = self.values[at].astype(np.float64)
+        v[~np.isfinite(v)] = np.nan
+        return v
 
 
 def _trained_at(row: np.ndarray, pos: np.ndarray, trained: tuple | None) -> np.ndarray:
@@ -62,14 +68,16 @@ def _trained_at(row: np.ndarray, pos: np.ndarray, trained: tuple | None) -> np.n
     return out
 
 
-def _paired(a: _Flat, b: _Flat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a's values, b's values, rows) at the positions both lists have (each row's first min(len) of the two)."""
+def _paired(a: _Flat, b: _Flat) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, positions, where in a's values, where in b's) of the positions both lists have (each row's first
+    min(len) of the two)."""
     if np.array_equal(a.offsets, b.offsets):
-        return a.values, b.values, a.row
+        at = np.arange(len(a.row))
+        return a.row, a.pos, at, at
     m = np.minimum(np.diff(a.offsets), np.diff(b.offsets))
     row = np.repeat(np.arange(len(m)), m)
     pos = np.arange(int(m.sum())) - np.concatenate([[0], np.cumsum(m)])[:-1][row]
-    return a.values[a.offsets[:-1][row] + pos], b.values[b.offsets[:-1][row] + pos], row
+    return row, pos, a.offsets[:-1][row] + pos, b.offsets[:-1][row] + pos
 
 
 def _sum_count(x: np.ndarray, row: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +114,8 @@ def per_sample(table: pa.Table) -> dict[str, pa.Array]:
         out |= _ratio_figures(table, mask, "logged_mismatch_kl" in have, layouts)
     if "entropy" in have:
         e = _Flat(table["entropy"], mask, layouts=layouts)
-        out["entropy_mean"] = _mean(np.where(e.trained, e.values, np.nan), e.row, n)
+        on = np.flatnonzero(e.trained)
+        out["entropy_mean"] = _mean(e.take(on), e.row[on], n)
     if "is_masked" in have:
         m = _Flat(table["is_masked"], mask, boolean=True, layouts=layouts)
         on = m.trained & (m.values >= 0)
@@ -122,10 +131,10 @@ def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool, layouts
     n = table.num_rows
     inf = _Flat(table["inference_logprob"], mask, layouts=layouts)
     tr = _Flat(table["trainer_logprob"], mask, layouts=layouts)
-    iv, tv, row = _paired(inf, tr)
-    pos = inf.pos if row is inf.row else _positions(row)
-    on = _trained_at(row, pos, mask)
-    lr = np.where(on, tv - iv, np.nan)
+    row, pos, ia, ib = _paired(inf, tr)
+    on = np.flatnonzero(inf.trained if row is inf.row else _trained_at(row, pos, mask))
+    row, pos = row[on], pos[on]
+    lr = tr.take(ib[on]) - inf.take(ia[on])
     with np.errstate(over="ignore", invalid="ignore"):
         k3 = np.exp(lr) - 1 - lr
     kl = k3
@@ -133,8 +142,8 @@ def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool, layouts
         logged = _Flat(table["logged_mismatch_kl"], mask, layouts=layouts)
         lk = np.full(len(row), np.nan)
         at = _lookup(logged, row, pos)
-        lk[at >= 0] = logged.values[at[at >= 0]]
-        kl = np.where(on & np.isfinite(lk), lk, k3)
+        lk[at >= 0] = logged.take(at[at >= 0])
+        kl = np.where(np.isfinite(lk), lk, k3)
     s, k = _sum_count(lr, row, n)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = np.where(k > 0, s / np.maximum(k, 1), np.nan)
@@ -142,14 +151,6 @@ def _ratio_figures(table: pa.Table, mask: tuple | None, logged_kl: bool, layouts
                 "mismatch_log_ratio_abs_max": _max(np.abs(lr), row, n),
                 "mismatch_log_ratio_sum": np.where(k > 0, s, np.nan), "mismatch_tokens": k.astype(np.int32),
                 "mismatch_kl_mean": _mean(kl, row, n), "sequence_ratio": np.exp(mean)}
-
-
-def _positions(row: np.ndarray) -> np.ndarray:
-    """Each value's position in its row, for values listed row by row."""
-    if not len(row):
-        return row
-    starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
-    return np.arange(len(row)) - np.repeat(starts, np.diff(np.r_[starts, len(row)]))
 
 
 def _lookup(f: _Flat, row: np.ndarray, pos: np.ndarray) -> np.ndarray:

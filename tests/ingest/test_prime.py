@@ -255,5 +255,10 @@ def test_id_words_split_at_the_first_trained_token():
         return f"array_to_string(list_transform({x}, lambda i: '#' || i), ' ')"
 
     want = duckdb.connect().sql(f"SELECT {words(f'ids[:{cut} - 1]')}, {words(f'ids[{cut}:]')} FROM t").fetchall()
-    prompt, response = id_words(t["ids"], t["m"])
+    prompt, response, spelled = id_words(t["ids"], t["m"])
     assert list(zip(prompt.to_pylist(), response.to_pylist())) == want
+    from rlviz_widgets._ingest.readers.tokens import spell_ids
+
+    t = t.set_column(0, "ids", pa.array([None if r is None else [None if i is None else (-i if i % 7 == 0 else i)
+                                                                 for i in r] for r in ids], pa.list_(pa.int64())))
+    assert id_words(t["ids"], t["m"])[2].to_pylist() == spell_ids(t["ids"], None).to_pylist()  # negative: null

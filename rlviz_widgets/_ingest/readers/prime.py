@@ -135,11 +135,13 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
     used |= {"token_ids", "loss_mask", *UNUSED, *FLOAT_LISTS, *BOOL_LISTS}
 
 
-def id_words(tokens: pa.Array | pa.ChunkedArray, trained: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
-    """(prompt, response) of each row's token ids as ``#id`` words: the ids before the first trained one (by the
-    row's mask ``trained``; all of them without one) and the rest. Null ids are left out: a part of nothing but nulls
-    is null, an empty part an empty text, a null row null. Arrow spells and joins them: a lambda per token in SQL
-    took a third of a chunk's query."""
+def id_words(tokens: pa.Array | pa.ChunkedArray, trained: pa.Array | pa.ChunkedArray
+             ) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """(prompt, response, tokens) of each row's token ids as ``#id`` words: the ids before the first trained one (by
+    the row's mask ``trained``; all of them without one) and the rest. Null ids are left out: a part of nothing but
+    nulls is null, an empty part an empty text, a null row null. Arrow spells and joins them: a lambda per token in
+    SQL took a third of a chunk's query. ``tokens``: the ids spelled as ``spell_ids`` spells them without a
+    tokenizer (a negative id null), from the same words."""
     ids, mask = (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in (tokens, trained))
     n = len(ids)
     lens = pc.list_value_length(ids).fill_null(0).to_numpy(zero_copy_only=False)
@@ -164,7 +166,9 @@ def id_words(tokens: pa.Array | pa.ChunkedArray, trained: pa.Array | pa.ChunkedA
         joined = pc.binary_join(pa.ListArray.from_arrays(offsets, words.filter(pa.array(keep))), " ")
         null = ~ids.is_valid().to_numpy(zero_copy_only=False) | ((size > 0) & (counts == 0))
         out.append(pc.if_else(pa.array(null), pa.scalar(None, pa.string()), joined))
-    return out[0], out[1]
+    spelled = pc.if_else(pc.greater_equal(values, 0), words, pa.scalar(None, pa.string()))
+    offsets = pa.array(np.r_[0, np.cumsum(lens)].astype(np.int32))
+    return out[0], out[1], pa.ListArray.from_arrays(offsets, spelled, mask=ids.is_null())
 
 
 def _decode(t: pa.Table, tokenizer) -> pa.Table:
@@ -174,9 +178,8 @@ def _decode(t: pa.Table, tokenizer) -> pa.Table:
         t = t.set_column(t.schema.get_field_index("_p_reward"), "_p_reward",
                          pc.if_else(pc.equal(flags, "missing"), pa.scalar(None, flags.type), flags))
     if tokenizer is None:
-        prompt, response = id_words(t["tokens"], t["_trained"])
-        t = t.set_column(t.schema.get_field_index("prompt"), "prompt", prompt)
-        t = t.set_column(t.schema.get_field_index("response"), "response", response)
+        for name, col in zip(("prompt", "response", "tokens"), id_words(t["tokens"], t["_trained"])):
+            t = t.set_column(t.schema.get_field_index(name), name, col)
         return with_sequence_columns(t, [None] * t.num_rows)
     masks = t["_trained"].to_pylist()
     chats = []
