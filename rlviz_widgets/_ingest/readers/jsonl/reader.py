@@ -41,6 +41,7 @@ from rlviz_widgets._problems import short as _short
 from rlviz_widgets._sql import ident
 
 _BRACE = ord("{")
+BATCH_TEXT = 256 << 10  # bytes of lines per batch DuckDB reads of a chunk C read
 GUESS_LINES = 64  # a chunk's keys are guessed from its first lines, for C to read it by (C then gives them all)
 Parsed = tuple[pa.Table | None, list[list]]
 
@@ -294,7 +295,10 @@ class JsonlReader:
         arrays = {a: _joined([p[1][a] for p in parts]) for a in parts[0][1]}
         raw = pa.table({"line": chunk.numbers, "j": text,
                         **{f"_given{i}": _joined([p[2][k] for p in parts]) for i, k in enumerate(given_keys)}})
-        register(con, raw, steps, max_chunksize=128)
+        # batches of ~BATCH_TEXT bytes of what is left for DuckDB (its cores share them): short lines (prime-rl's,
+        # lists taken out) in batches of 128 spent a quarter of the query on the batches
+        rows = int(np.clip(BATCH_TEXT * len(text) // max(text.nbytes, 1), 128, 2048))
+        register(con, raw, steps, max_chunksize=rows)
         try:
             table, _ = self._transform(con, chunk.keys, {k: f"_given{i}" for i, k in enumerate(given_keys)})
         except (duckdb.Error, UnicodeDecodeError):
