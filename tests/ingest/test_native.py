@@ -539,9 +539,16 @@ def test_prime_exports_open_the_same(tmp_path, monkeypatch, generation):
     write_prime(tmp_path / "out", generation, steps=(1, 2, 3), sft_step=2,
                 unfinished_step=3 if generation not in ("flat", "steps") else None)
     used = _native_parses(monkeypatch)
+    import threading
+
+    from rlviz_widgets._ingest.readers import prime
+
+    threads, real = [], prime.id_words
+    monkeypatch.setattr(prime, "id_words", lambda *a: threads.append(threading.current_thread().name) or real(*a))
     with_c, without, chunks = open_both(tmp_path / "out", tmp_path, monkeypatch)
     assert chunks > 0 and used[0] > 0
-    _same(with_c, without)
+    assert any(t.startswith("rlviz-arrays") for t in threads)  # the #id words made on C's thread (jsonl.derive)
+    _same(with_c, without)  # (and without C, in the decode step: the same)
     assert with_c["tokens"]["trained"].any() and with_c["samples"]["n_trained_tokens"].gt(0).all()
     first = next((tmp_path / "out").rglob("rank_0.jsonl"))
     rec = json.loads(first.read_text().splitlines()[0])

@@ -129,7 +129,7 @@ def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f
     if "group_id" not in mapped:
         step = f"({ex['step']})::VARCHAR"
         ex["group_id"] = f"{step} || ':' || md5((r.token_ids[:{cut} - 1])::VARCHAR)[:12]"
-    ex["_trained"] = "r.loss_mask"
+    ex["_trained"] = field_ref("loss_mask")
     ex["_reports"] = "CAST([] AS VARCHAR[])"
     ex |= {helper(ours): field_ref(theirs) for theirs, ours in {**FLOAT_LISTS, **BOOL_LISTS}.items()}
     used |= {"token_ids", "loss_mask", *UNUSED, *FLOAT_LISTS, *BOOL_LISTS}
@@ -178,8 +178,11 @@ def _decode(t: pa.Table, tokenizer) -> pa.Table:
         t = t.set_column(t.schema.get_field_index("_p_reward"), "_p_reward",
                          pc.if_else(pc.equal(flags, "missing"), pa.scalar(None, flags.type), flags))
     if tokenizer is None:
-        for name, col in zip(("prompt", "response", "tokens"), id_words(t["tokens"], t["_trained"])):
+        made = [t[WORDS[c]] for c in ("prompt", "response", "tokens")] if WORDS["prompt"] in t.column_names else \
+            id_words(t["tokens"], t["_trained"])
+        for name, col in zip(("prompt", "response", "tokens"), made):
             t = t.set_column(t.schema.get_field_index(name), name, col)
+        t = t.drop_columns([c for c in WORDS.values() if c in t.column_names])
         return with_sequence_columns(t, [None] * t.num_rows)
     masks = t["_trained"].to_pylist()
     chats = []
@@ -189,10 +192,21 @@ def _decode(t: pa.Table, tokenizer) -> pa.Table:
     return with_sequence_columns(with_chats(t, chats), [c.turns for c in chats])
 
 
+WORDS = {"prompt": "_ids_prompt", "response": "_ids_response", "tokens": "_ids_tokens"}  # id_words made ahead
+
+
+def _derive(arrays: Mapping[str, pa.Array], fields: Mapping[str, str], tokenizer) -> dict[str, pa.Array]:
+    """Without a tokenizer, the #id words of the ids C read, made on its thread (``jsonl.derive``)."""
+    ids, mask = arrays.get("token_ids"), arrays.get("loss_mask")
+    if tokenizer is not None or ids is None or mask is None:
+        return {}
+    return dict(zip(WORDS.values(), id_words(ids, mask)))
+
+
 PRIME = JsonlFormat(
     name="prime", file_pattern=FILE_PATTERN, token_ids=True,
     shown={"tokens": "token_ids", "reward": "rewards", "advantage": "advantages", "step": "export_step/step"},
-    adjust=_adjust, decode=_decode)
+    adjust=_adjust, decode=_decode, native_derive=_derive)
 
 
 class PrimeReader(JsonlReader):

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from rlviz_widgets._ingest.custom_columns import FIRST_LINES, listed_column, number_text, stored_column
 from rlviz_widgets._ingest.metrics import ARRAYS
+from rlviz_widgets._ingest.mismatch_metrics import FIGURES
 from rlviz_widgets._ingest.readers.jsonl.arrow import count_literal, mask, per_row
 from rlviz_widgets._ingest.readers.jsonl.keyscan import LONG_KEY
 from rlviz_widgets._ingest.readers.jsonl.sql import key_path
@@ -72,6 +73,7 @@ def check(con: duckdb.DuckDBPyConnection, t: pa.Table, keys: set[str], problems:
         if f in t.column_names:  # (the sequence columns: only where the format reads whole sequences)
             out[f] = t[f]
     out |= taken(t)  # the mismatch and entropy fields (issue 32), where the format reads them
+    out |= {c: t[c] for c in FIGURES if c in t.column_names}  # their per-sample figures, where made ahead (derive)
     return pa.table(out).replace_schema_metadata({FIRST_LINES: json.dumps(first_lines)})
 
 

@@ -31,3 +31,6 @@ class JsonlFormat:
     unwrap: Callable[[str], str] | None = None  # SQL: a custom field's JSON value as the format means it
     adjust: Adjust | None = None  # the format's own SQL for some fields, over the common spec
     decode: Callable[[pa.Table, object], pa.Table] | None = None  # Python-side fixes of a parsed table (tokenizer)
+    native_derive: Callable[[Mapping[str, pa.Array], Mapping[str, str], object], dict[str, pa.Array]] | None = None
+    # columns of the lists C read (record key -> list; the fields; the tokenizer), worked out on its thread: the
+    # decode finds them (``jsonl.derive``)

@@ -11,7 +11,7 @@ import copy
 import os
 import re
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -24,6 +24,7 @@ from rlviz_widgets._ingest.metrics import ARRAYS, with_reductions
 from rlviz_widgets._ingest.native import KINDS, Found, read_arrays_later
 from rlviz_widgets._ingest.readers.jsonl.batches import combine, register, split
 from rlviz_widgets._ingest.readers.jsonl.checks import Naming, check
+from rlviz_widgets._ingest.readers.jsonl.derive import Derive, deriver
 from rlviz_widgets._ingest.readers.jsonl.format import JsonlFormat
 from rlviz_widgets._ingest.readers.jsonl.keyscan import candidate_keys, odd_values, repeated_keys, scan
 from rlviz_widgets._ingest.readers.jsonl.sql import Spec, field_ref, record_spec, transform
@@ -199,7 +200,8 @@ class JsonlReader:
         direct = {c: k for k in read for c, v in ex.items()
                   if v == field_ref(k) and (c in ARRAYS or c == "tokens" or c.startswith("_"))
                   and _mentions(refs, k) == 1}
-        return NativePlan(lists, strings, direct, tuple(sorted(read - set(direct.values()))))
+        return NativePlan(lists, strings, direct, tuple(sorted(read - set(direct.values()))),
+                          deriver(ex, direct, read, self.format, self._fields, self.tokenizer))
 
     def _odd_lines(self, chunk: Chunk, scanned: tuple | None = None) -> np.ndarray:
         """The numbers of the lines where a text field may hold a value that is not a string."""
@@ -368,13 +370,17 @@ class NativePlan:
     strings: str | None
     direct: dict[str, str]
     given: tuple[str, ...]
+    derive: Derive | None = field(default=None, compare=False)  # more columns of the lists (``derive.deriver``)
 
     def split(self, got: tuple[pa.Array, dict[str, pa.Array], Found]) -> tuple[pa.Array, dict, dict, Found,
                                                                                   NativePlan]:
         """C's reading (lines, {key: list}, what else it saw) as ``_native_transform`` takes it: (lines, {column:
-        list}, {key: list}, what else it saw, this plan)."""
+        list}, {key: list}, what else it saw, this plan). Runs on C's thread: so do the derived columns."""
         lines, arrays, found = got
-        return lines, {c: arrays[k] for c, k in self.direct.items()}, {k: arrays[k] for k in self.given}, found, self
+        columns = {c: arrays[k] for c, k in self.direct.items()}
+        if self.derive is not None:
+            columns |= self.derive(arrays)
+        return lines, columns, {k: arrays[k] for k in self.given}, found, self
 
 
 def _result(future: Future):
