@@ -15,6 +15,7 @@ from test_native import open_both
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest import native
 from rlviz_widgets._ingest.readers.chat import messages_chat
+from rlviz_widgets._ingest.readers.jsonl.checks import DEFAULT_PAD_TOKEN
 from rlviz_widgets._ingest.readers.turns import turn_rows
 
 needs_lib = pytest.mark.skipif(native.library() is None, reason="the native reader is not built here")
@@ -153,33 +154,47 @@ def _python(line: str) -> tuple | None:
 
 
 def _c(got: dict, i: int) -> tuple | None:
+    """C's texts and turn rows of line i, each turn's text cut out of the prompt or response where its span says."""
     if not got["handled"][i].as_py():
         return None
     a, b = got["row_offsets"][i].as_py(), got["row_offsets"][i + 1].as_py()
-    names = ("turn", "role", "text", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning")
-    rows = [{f: got[f][r].as_py() for f in names} for r in range(a, b)]
-    rows = [{**r, "start": None, "end": None} for r in rows]
-    return got["prompt"][i].as_py(), got["response"][i].as_py(), got["answer"][i].as_py(), rows
+    names = ("turn", "role", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning")
+    prompt, response = got["prompt"][i].as_py(), got["response"][i].as_py()
+    rows = []
+    for r in range(a, b):
+        start, end, in_prompt = (got[f][r].as_py() for f in ("text_start", "text_end", "in_prompt"))
+        text = None if start is None else (prompt if in_prompt else response).encode()[start:end].decode()
+        rows.append({**{f: got[f][r].as_py() for f in names}, "text": text, "start": None, "end": None})
+    return prompt, response, got["answer"][i].as_py(), rows
+
+
+def _counts(response: str | None) -> tuple[int | None, int | None]:
+    """What the checks count in a response: its characters and default pad tokens (None each without one)."""
+    return (None, None) if response is None else (len(response), response.count(DEFAULT_PAD_TOKEN))
 
 
 @needs_lib
 @pytest.mark.parametrize("seed", range(4))
 def test_messages_read_as_python_reads_them(seed):
     lines = fuzz_records(seed, 400)
-    got = native.read_messages(pa.array([x + "\n" for x in lines], pa.large_string()), "messages")
+    got = native.read_messages(pa.array([x + "\n" for x in lines], pa.large_string()), "messages",
+                               DEFAULT_PAD_TOKEN.encode())
     assert got is not None
     read = 0
     for i, line in enumerate(lines):
         mine = _c(got, i)
+        counts = got["response_chars"][i].as_py(), got["response_pads"][i].as_py()
         if mine is not None:
             read += 1
             assert mine == _python(line), line
+            assert counts == _counts(mine[1])
             assert got["n_turns"][i].as_py() == len({r["turn"] for r in mine[3]}) or not mine[3]
             rewritten = json.loads(got["lines"][i].as_py())
             assert rewritten == {**json.loads(line), "messages": []}
         else:
             assert got["lines"][i].as_py() == line + "\n"
             assert got["prompt"][i].as_py() is None and got["n_turns"][i].as_py() is None
+            assert counts == (None, None)
     assert read > len(lines) // 4  # the plain ones, and odd ones that give no report
 
 

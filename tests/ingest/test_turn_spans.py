@@ -1,5 +1,5 @@
 """A turn's text is stored as its span in the sample's prompt or response (``turns.stored_rows``, and
-``chat.native_spans`` for the turns C reads): cut out of them, every span gives the turn's text, and C's reading
+``messages.c`` for the turns it reads): cut out of them, every span gives the turn's text, and C's reading
 gives the spans Python's does."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from test_chat_native import fuzz_records, needs_lib
 
 from rlviz_widgets._ingest import native
-from rlviz_widgets._ingest.readers.chat import conversation, messages_chat, native_spans
+from rlviz_widgets._ingest.readers.chat import conversation, messages_chat
 from rlviz_widgets._ingest.readers.sequence import train_turns
 from rlviz_widgets._ingest.readers.turns import Call, Turn, stored_rows, turn_rows
 
@@ -61,8 +61,7 @@ def test_spans_of_turns_without_roles_and_a_given_response_start():
 def test_c_reading_gives_python_spans():
     lines = [x for seed in range(4) for x in fuzz_records(seed, 400)]
     got = native.read_messages(pa.array([x + "\n" for x in lines], pa.large_string()), "messages")
-    rows = {f: got[f] for f in ("turn", "role", "text", "tool_name", "tool_arguments", "reasoning")}
-    spans = {f: a.to_pylist() for f, a in native_spans(rows, got["row_offsets"]).items()}
+    spans = {f: got[f].to_pylist() for f in SPAN}
     offsets = got["row_offsets"].to_pylist()
     read = 0
     for i, line in enumerate(lines):

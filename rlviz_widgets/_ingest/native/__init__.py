@@ -25,7 +25,7 @@ from rlviz_widgets._ingest.pages import plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
-ABI = 5  # arrays.c's rlviz_abi(): the functions' arguments as called here
+ABI = 6  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -107,8 +107,8 @@ def _declare(lib) -> None:
     lib.rlviz_count.restype = None
     lib.rlviz_count.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p]
     lib.rlviz_messages.restype = ctypes.c_int64
-    lib.rlviz_messages.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p, p, p, ctypes.c_int64, ctypes.c_int64,
-                                   p, p, p, p, p, p, p, p]
+    lib.rlviz_messages.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p, ctypes.c_int64, p, p, p, ctypes.c_int64,
+                                   ctypes.c_int64, p, p, p, p, p, p, p, p, p, p, p, p, p]
 
 
 def _abi(fn) -> int:
@@ -212,17 +212,21 @@ def _items(values: np.ndarray, valid: np.ndarray, m: int, nulls: int, code: int)
 
 MESSAGE_TEXTS = ("prompt", "response", "answer", "role", "text", "tool_name", "tool_arguments", "tool_call_id",
                  "reasoning")  # messages.c's text columns, in its order: by line, then by turn row
+_TEXT = MESSAGE_TEXTS.index("text")  # a line's scratch in C: its turns' texts are spans of the prompt or response
 
 
-def read_messages(lines: pa.LargeStringArray, key: str) -> dict[str, pa.Array] | None:
+def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dict[str, pa.Array] | None:
     """What ``messages.c`` reads of the chat messages under the top-level ``key`` of each line, or None (no compiled
     function, nothing to read, or out of room): ``lines`` (those it read with their messages written as []),
     ``handled`` (bool, by line: read here; the others are Python's, as before), ``prompt``, ``response``, ``answer``
-    (by line, null where not read), ``n_turns``, ``n_tool_calls`` (int32 by line), ``row_offsets`` (int32, n + 1: each
-    line's turn rows), and by turn row ``turn`` (int32), ``trained`` (bool) and the texts ``role`` ... ``reasoning``."""
+    (by line, null where not read), ``n_turns``, ``n_tool_calls``, ``response_chars`` and ``response_pads`` (how
+    often ``pad`` is in the response, as ``count_literal`` counts; by line, null where not read or no response),
+    ``row_offsets`` (int32, n + 1: each line's turn rows), and by turn row ``turn`` (int32), ``trained`` (bool),
+    ``text_start``, ``text_end``, ``in_prompt`` (where the turn's text stands, as ``turns.stored_rows`` has it) and
+    the texts ``role``, ``tool_name``, ``tool_arguments``, ``tool_call_id``, ``reasoning``."""
     lib = library()
     n = len(lines)
-    if lib is None or n == 0:
+    if lib is None or n == 0 or (pad and pad[0] in pad[1:]):
         return None
     offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
     data = np.frombuffer(lines.buffers()[2], np.uint8)
@@ -231,28 +235,37 @@ def read_messages(lines: pa.LargeStringArray, key: str) -> dict[str, pa.Array] |
         return None
     cap, cap_rows = size + 64, size // 2 + 2  # a text is no longer than the JSON it comes from; a row takes 2 bytes
     # the outputs are fresh memory, kept as they are at the size written: only the pages written are backed (copies
-    # out of reused scratch arrays took longer than C's reading)
-    texts = [plain_empty(cap) for _ in MESSAGE_TEXTS]
+    # out of reused scratch arrays took longer than C's reading); the turns' texts are a line's scratch, reused
+    texts = [_scratch("message_text", cap, np.uint8) if k == _TEXT else plain_empty(cap)
+             for k in range(len(MESSAGE_TEXTS))]
     toffs = [plain_empty((n if k < 3 else cap_rows) + 1, np.int32) for k in range(len(MESSAGE_TEXTS))]
     valid = [plain_empty(n if k < 3 else cap_rows) for k in range(len(MESSAGE_TEXTS))]
     turn, trained = plain_empty(cap_rows, np.int32), plain_empty(cap_rows, np.bool_)
+    starts, ends, span = plain_empty(cap_rows, np.int32), plain_empty(cap_rows, np.int32), plain_empty(cap_rows)
     row_offs, n_turns, n_calls = np.empty(n + 1, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    chars, pads = np.empty(n, np.int64), np.empty(n, np.int64)
     handled = np.empty(n, np.bool_)
     text, lineoffs = plain_empty(size), np.empty(n + 1, np.int64)
     raw = key.encode()
     ptrs = [(ctypes.c_void_p * len(a))(*map(_ptr, a)) for a in (texts, toffs, valid)]
-    rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), *ptrs, cap, cap_rows, _ptr(turn),
-                              _ptr(trained), _ptr(row_offs), _ptr(n_turns), _ptr(n_calls), _ptr(handled), _ptr(text),
+    rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), pad, len(pad), *ptrs, cap, cap_rows,
+                              _ptr(turn), _ptr(trained), _ptr(starts), _ptr(ends), _ptr(span), _ptr(row_offs),
+                              _ptr(n_turns), _ptr(n_calls), _ptr(chars), _ptr(pads), _ptr(handled), _ptr(text),
                               _ptr(lineoffs))
     if rows < 0:
         return None
+    spanned = (span[:rows] & 1) == 0  # (the mask of the rows without a span: a turn's later tool calls)
     out = {"lines": pa.LargeStringArray.from_buffers(n, pa.py_buffer(lineoffs), pa.py_buffer(text[:lineoffs[-1]])),
            "handled": pa.array(handled), "n_turns": pa.array(n_turns, mask=~handled),
-           "n_tool_calls": pa.array(n_calls, mask=~handled), "row_offsets": pa.array(row_offs),
-           "turn": pa.array(turn[:rows]), "trained": pa.array(trained[:rows])}
+           "n_tool_calls": pa.array(n_calls, mask=~handled), "response_chars": pa.array(chars, mask=chars < 0),
+           "response_pads": pa.array(pads, mask=pads < 0), "row_offsets": pa.array(row_offs),
+           "turn": pa.array(turn[:rows]), "trained": pa.array(trained[:rows]),
+           "text_start": pa.array(starts[:rows], mask=spanned), "text_end": pa.array(ends[:rows], mask=spanned),
+           "in_prompt": pa.array((span[:rows] & 2) > 0, mask=spanned)}
     for k, name in enumerate(MESSAGE_TEXTS):
-        m = n if k < 3 else rows
-        out[name] = _strings(toffs[k][:m + 1], texts[k], valid[k][:m])
+        if k != _TEXT:
+            m = n if k < 3 else rows
+            out[name] = _strings(toffs[k][:m + 1], texts[k], valid[k][:m])
     return out
 
 
@@ -267,12 +280,12 @@ def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.Str
                                        nulls)
 
 
-def read_messages_later(lines: pa.LargeStringArray, key: str, then) -> Future | None:
-    """``then(read_messages(lines, key))`` on the thread of ``read_arrays_later`` (None at once without the compiled
-    function): the reading thread goes on to the next chunk meanwhile."""
+def read_messages_later(lines: pa.LargeStringArray, key: str, then, pad: bytes = b"") -> Future | None:
+    """``then(read_messages(lines, key, pad))`` on the thread of ``read_arrays_later`` (None at once without the
+    compiled function): the reading thread goes on to the next chunk meanwhile."""
     if library() is None:
         return None
-    return _thread.submit(lambda: then(read_messages(lines, key)))
+    return _thread.submit(lambda: then(read_messages(lines, key, pad)))
 
 
 FIND_BLOCK = 1 << 20  # bytes looked through per call: the positions' scratch is 8x that

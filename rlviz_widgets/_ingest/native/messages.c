@@ -3,10 +3,12 @@
  *
  * Reading each line's messages in Python (json.loads, the texts built, the turns handed to Arrow) was most of the
  * cold open of a conversation log. rlviz_messages() makes what rlviz_widgets._ingest.readers.chat makes of a
- * line's messages, byte for byte: the prompt, response and answer texts, and the stored turn rows. It reads only
- * lines it fully understands and that give no report: messages that are objects with a known role, content as
- * text, null or text parts, tool calls {id, type, function: {name, arguments: JSON text}}, tool_call_id, name,
- * reasoning_content / thinking; keys without escapes, none written twice; nothing nested deeper than MAX_DEPTH.
+ * line's messages, byte for byte: the prompt, response and answer texts, and the stored turn rows (each turn's text
+ * as its span of the prompt or response, as turns.stored_rows has it: the content itself is kept only until the
+ * line's texts are written). It reads only lines it fully understands and that give no report: messages that are
+ * objects with a known role, content as text, null or text parts, tool calls {id, type, function: {name,
+ * arguments: JSON text}}, tool_call_id, name, reasoning_content / thinking; keys without escapes, none written
+ * twice; nothing nested deeper than MAX_DEPTH.
  * Any other line (a report to make, a shape it does not know, bytes that are not UTF-8, ...) is left to Python as
  * it was: handled[i] = 0 and its text copied as it is. A handled line's text is copied with its messages written
  * as [] for DuckDB to read the rest (it checks the rest; the messages' own JSON is checked here, strictly, so a
@@ -42,10 +44,13 @@ typedef struct {
     int64_t cap_rows; /* room for turn rows */
     int32_t *turn;
     uint8_t *trained;
+    int32_t *span_start, *span_end; /* by turn row: where its text stands in the prompt or response (UTF-8 bytes) */
+    uint8_t *span;                  /* by turn row: SPAN (the first row of a turn has one), IN_PROMPT */
     int overflow;     /* out of room: the whole call fails (the caller's bounds say it cannot happen) */
 } out_t;
 
 enum { BAIL = 0, OK = 1 };
+enum { SPAN = 1, IN_PROMPT = 2 };
 
 static const char *const KNOWN[] = {"system", "developer", "user", "assistant", "tool", "function", "environment"};
 
@@ -514,12 +519,21 @@ static inline int put_row(out_t *o, int k, int src, int64_t row) {
 }
 
 /* chat.shown: the turn of rows [f, f + m) as its text: <think> reasoning </think> (with `reasoning`), the content,
- * each call as name(arguments), one a line. */
-static int shown(out_t *o, int k, int64_t f, int64_t m, int reasoning) {
+ * each call as name(arguments), one a line. With `base` (>= 0: where the line's text starts in column k), row f's
+ * span is where its content stands there (chat._joined's text_at: after the reasoning and its newline, though no
+ * content follows). */
+static int shown(out_t *o, int k, int64_t f, int64_t m, int reasoning, int64_t base) {
     int lines = 0;
     if (reasoning && o->c[REASONING].valid[f]) {
         if (!put(o, k, "<think>\n", 8) || !put_row(o, k, REASONING, f) || !put(o, k, "\n</think>", 9)) return 0;
         lines++;
+    }
+    if (base >= 0) {
+        int64_t at = o->c[k].len - base + lines, n = o->c[TEXT].offs[f + 1] - o->c[TEXT].offs[f];
+        o->span_start[f] = (int32_t)at;
+        o->span_end[f] = (int32_t)(at + n);
+        o->span[f] = (uint8_t)(SPAN | (k == PROMPT ? IN_PROMPT : 0));
+        for (int64_t r = f + 1; r < f + m; r++) o->span[r] = 0;
     }
     if (o->c[TEXT].offs[f + 1] > o->c[TEXT].offs[f]) {
         if ((lines++ && !put(o, k, "\n", 1)) || !put_row(o, k, TEXT, f)) return 0;
@@ -563,7 +577,7 @@ static int texts(out_t *o, int64_t i, int64_t r0, int64_t r1) {
                     !put(o, part, "\n", 1))
                     return 0;
             }
-            if (!shown(o, part, r, m, 1)) return 0;
+            if (!shown(o, part, r, m, 1, o->c[part].offs[i])) return 0;
             r += m;
         }
         close_row(o, part, i, 1);
@@ -574,7 +588,7 @@ static int texts(out_t *o, int64_t i, int64_t r0, int64_t r1) {
     }
     int64_t f = last;
     while (f > r0 && o->turn[f - 1] == o->turn[last]) f--;
-    if (!shown(o, ANSWER, f, last - f + 1, 0)) return 0;
+    if (!shown(o, ANSWER, f, last - f + 1, 0, -1)) return 0;
     close_row(o, ANSWER, i, 1);
     return 1;
 }
@@ -629,15 +643,40 @@ static int read_line(out_t *o, const uint8_t *p, const uint8_t *e, const uint8_t
     return *ms ? OK : BAIL;
 }
 
+void rlviz_count(const uint8_t *data, const int64_t *offs, int64_t n, const uint8_t *needle, int64_t len,
+                 int64_t *counts);
+
+/* Line i's response's characters and how often `pad` is in it (as rlviz_count counts), -1 each without one: what
+ * the checks would take two more passes over the responses for. */
+static void response_counts(out_t *o, int64_t i, const uint8_t *pad, int64_t pad_len, int64_t *chars, int64_t *pads) {
+    col_t *c = &o->c[RESPONSE];
+    chars[i] = pads[i] = -1;
+    if (!c->valid[i]) return;
+    int64_t span[2] = {c->offs[i], c->offs[i + 1]}, j = span[0], follow = 0;
+#if defined(__SSE2__)
+    /* the bytes that follow a lead byte are 0x80..0xBF: below -64 to the signed compare */
+    const __m128i lead = _mm_set1_epi8(-64);
+    for (; j + 16 <= span[1]; j += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(c->data + j));
+        follow += __builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(x, lead)));
+    }
+#endif
+    for (; j < span[1]; j++) follow += (c->data[j] & 0xC0) == 0x80;
+    chars[i] = span[1] - span[0] - follow;
+    rlviz_count(c->data, span, 1, pad, pad_len, &pads[i]);
+}
+
 /* Reads lines offs[i]..offs[i+1] of buf. Per line: handled[i] (1: read here), n_turns, n_calls, row_offs (n + 1)
- * its turn rows; the text columns (data, offs, valid: NTEXT each; PROMPT..ANSWER by line, the rest by turn row,
- * each with room for cap bytes), turn and trained by turn row (room for cap_rows); text/toffs (int64, n + 1) the
- * lines, those read here with their messages written as []. Returns the turn rows written, or -1 when out of room
- * (nothing is usable then). */
+ * its turn rows, chars and pads (response_counts); the text columns (data, offs, valid: NTEXT each; PROMPT..ANSWER
+ * by line, the rest by turn row, each with room for cap bytes), turn and trained by turn row (room for cap_rows),
+ * span_start, span_end and span by turn row (the turn's text as its span of the prompt or response: TEXT is only a
+ * line's scratch, rewritten from the start at each line); text/toffs (int64, n + 1) the lines, those read here with
+ * their messages written as []. Returns the turn rows written, or -1 when out of room (nothing is usable then). */
 int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const uint8_t *key, int64_t key_len,
-                       uint8_t **data, int32_t **toffs_, uint8_t **valid, int64_t cap, int64_t cap_rows,
-                       int32_t *turn, uint8_t *trained, int32_t *row_offs, int32_t *n_turns, int32_t *n_calls,
-                       uint8_t *handled, uint8_t *text, int64_t *toffs) {
+                       const uint8_t *pad, int64_t pad_len, uint8_t **data, int32_t **toffs_, uint8_t **valid,
+                       int64_t cap, int64_t cap_rows, int32_t *turn, uint8_t *trained, int32_t *span_start,
+                       int32_t *span_end, uint8_t *span, int32_t *row_offs, int32_t *n_turns, int32_t *n_calls,
+                       int64_t *chars, int64_t *pads, uint8_t *handled, uint8_t *text, int64_t *toffs) {
     out_t o;
     memset(&o, 0, sizeof o);
     for (int k = 0; k < NTEXT; k++) {
@@ -650,12 +689,17 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
     o.cap_rows = cap_rows;
     o.turn = turn;
     o.trained = trained;
+    o.span_start = span_start;
+    o.span_end = span_end;
+    o.span = span;
     row_offs[0] = 0;
     toffs[0] = 0;
     int64_t t = 0;
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *p = buf + offs[i], *e = buf + offs[i + 1], *ms = NULL, *me = NULL;
         int64_t r0 = o.rows, marks[NTEXT];
+        o.c[TEXT].len = 0; /* the texts of the line before are in its prompt and response now */
+        o.c[TEXT].offs[r0] = 0;
         for (int k = ROLE; k < NTEXT; k++) marks[k] = o.c[k].len;
         n_turns[i] = n_calls[i] = 0;
         handled[i] = (uint8_t)read_line(&o, p, e, key, key_len, &ms, &me, &n_turns[i], &n_calls[i]);
@@ -666,6 +710,7 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
             for (int k = ROLE; k < NTEXT; k++) o.c[k].len = marks[k];
             for (int k = PROMPT; k <= ANSWER; k++) close_row(&o, k, i, 0);
         }
+        response_counts(&o, i, pad, pad_len, chars, pads);
         row_offs[i + 1] = (int32_t)o.rows;
         if (handled[i]) {
             memcpy(text + t, p, (size_t)(ms - p));

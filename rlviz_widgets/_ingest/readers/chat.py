@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlviz_widgets._ingest.readers.turns import Call, Turn, turn_columns, utf8_bytes, with_turn_columns
 
@@ -151,7 +149,7 @@ def shown(t: Turn, reasoning: bool = True) -> str:
 def _joined(turns: list[Turn], bare: str, in_prompt: bool) -> str:
     """Turns as one text: each after a line naming its role, but a first turn of role ``bare``, and texts whose role
     the log does not say (NeMo-RL's train files' prompt), as they are. Each turn learns where its text stands in it
-    (``Turn.text_at``; ``native_spans`` finds the same in C's reading)."""
+    (``Turn.text_at``; ``messages.c`` finds the same as it writes the texts)."""
     out = []
     at = 0  # bytes written so far, with the newlines joining them
     for i, t in enumerate(turns):
@@ -163,57 +161,6 @@ def _joined(turns: list[Turn], bare: str, in_prompt: bool) -> str:
         t.text_at = at + (utf8_bytes(think(t.reasoning)) + 1 if t.reasoning else 0)
         at += utf8_bytes(out[-1]) + 1
     return "\n".join(out)
-
-
-def _byte_lengths(texts: pa.Array) -> np.ndarray:
-    """Each text's length in UTF-8 bytes (0 for null), as int64."""
-    return pc.binary_length(texts).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _segment_offsets(lengths: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Where each piece of ``lengths`` starts among those of its segment (a new one at each ``first``)."""
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    return starts - starts[np.flatnonzero(first)][np.cumsum(first) - 1]
-
-
-def native_spans(rows: dict[str, pa.Array], row_offsets: pa.Array) -> dict[str, pa.Array]:
-    """``text_start``, ``text_end`` and ``in_prompt`` of stored turn rows read in C (``native.read_messages``: by row
-    ``turn``, ``role``, ``text``, ``tool_name``, ``tool_arguments``, ``reasoning``, each line's rows from
-    ``row_offsets``): where ``_joined`` put each turn's text, reckoned from the lengths of what it wrote before
-    (C writes the texts as ``messages_chat`` does; the first row of a turn has the span, its other calls' none)."""
-    n = len(rows["turn"])
-    counts = np.diff(row_offsets.to_numpy(zero_copy_only=False).astype(np.int64))
-    line = np.repeat(np.arange(len(counts)), counts)
-    turn = rows["turn"].to_numpy(zero_copy_only=False).astype(np.int64)
-    first = np.ones(n, bool)
-    first[1:] = (turn[1:] != turn[:-1]) | (line[1:] != line[:-1])
-    of_turn = np.cumsum(first) - 1
-    calls = rows["tool_arguments"].is_valid().to_numpy(zero_copy_only=False)  # (a tool result's name has none)
-    call_bytes = np.where(calls, _byte_lengths(rows["tool_name"]) + _byte_lengths(rows["tool_arguments"]) + 2, 0)
-    # by turn, as shown(): reasoning in <think>, the text, then each call as name(arguments), a newline between each
-    k = np.flatnonzero(first)
-    text, reasoning = _byte_lengths(rows["text"])[k], _byte_lengths(rows["reasoning"])[k]
-    thought = np.where(reasoning > 0, reasoning + utf8_bytes(think("")), 0)
-    pieces = (reasoning > 0).astype(np.int64) + (text > 0) + np.bincount(of_turn, calls, len(k)).astype(np.int64)
-    shown_bytes = thought + text + np.bincount(of_turn, call_bytes, len(k)).astype(np.int64) + np.maximum(pieces - 1, 0)
-    # the prompt is the turns before a line's first assistant turn (none: all of them), the response the others
-    assistant = pc.equal(rows["role"], "assistant").fill_null(False).to_numpy(zero_copy_only=False)[k]
-    lines, number = line[k], turn[k]
-    found = np.full(len(counts), np.iinfo(np.int64).max)
-    at, firsts = np.unique(lines[assistant], return_index=True)
-    found[at] = number[assistant][firsts]
-    in_prompt = number < found[lines]
-    opens = (number == 0) | (number == found[lines])  # the first turn of the prompt or of the response
-    bare = np.where(in_prompt, pc.equal(rows["role"], "user").fill_null(False).to_numpy(zero_copy_only=False)[k],
-                    assistant)
-    headed = ~(opens & bare)
-    head = np.where(headed, _byte_lengths(rows["role"])[k] + utf8_bytes(header("")) + 1, 0)
-    start = _segment_offsets(head + shown_bytes + 1, opens) + head + np.where(reasoning > 0, thought + 1, 0)
-    starts, ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    starts[k], ends[k] = start, start + text
-    return {"text_start": pa.array(starts, pa.int32(), mask=~first),
-            "text_end": pa.array(ends, pa.int32(), mask=~first), "in_prompt": pa.array(in_prompt[of_turn], mask=~first)}
 
 
 def conversation(turns: list[Turn], first_response: int | None = None, reports: list[str] | None = None) -> Chat:

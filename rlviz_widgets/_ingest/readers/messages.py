@@ -30,17 +30,18 @@ from rlviz_widgets._ingest.readers.chat import (
     Chat,
     chat_columns,
     messages_chat,
-    native_spans,
     with_answers,
     with_chats,
 )
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.arrow import mask
+from rlviz_widgets._ingest.readers.jsonl.checks import DEFAULT_PAD_TOKEN, RESPONSE_CHARS, RESPONSE_PAD_CHARS
 from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS, turn_list
 
 MESSAGES = "messages"
 NATIVE_ANSWER = "_native_answer"  # the answers read in C, until ``_decode`` makes them the custom column
-_ROWS = ("turn", "role", "text", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning")
+_ROWS = ("turn", "role", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning", "text_start",
+         "text_end", "in_prompt")
 
 
 def _adjust(schema: dict[str, str], ex: dict[str, str | None], used: set[str], f: Mapping[str, str],
@@ -97,12 +98,12 @@ def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str
     columns C gives by name)."""
     if got is None:
         return None
-    rows = {f: got[f] for f in _ROWS}
-    spans = native_spans(rows, got["row_offsets"])
-    rows["text"] = pa.nulls(len(rows["text"]), pa.string())  # shown in the prompt or response: stored as spans
-    turns = turn_list(got["row_offsets"], {**rows, **spans}, pc.invert(got["handled"]))
+    # (no text: each turn's is its span of the prompt or response)
+    turns = turn_list(got["row_offsets"], {f: got[f] for f in _ROWS}, pc.invert(got["handled"]))
     return got["lines"], {"prompt": got["prompt"], "response": got["response"], NATIVE_ANSWER: got["answer"],
-                          "turns": turns, "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"]}
+                          "turns": turns, "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"],
+                          RESPONSE_CHARS: got["response_chars"],
+                          RESPONSE_PAD_CHARS: pc.multiply(got["response_pads"], len(DEFAULT_PAD_TOKEN))}
 
 
 def _reading(future: Future):
@@ -134,7 +135,7 @@ class ChatReader(JsonlReader):
                 any(k != MESSAGES and k.casefold() == MESSAGES for k in keys):
             return None
         pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
-        futures = [read_messages_later(p, MESSAGES, _native_columns) for p in pieces]
+        futures = [read_messages_later(p, MESSAGES, _native_columns, DEFAULT_PAD_TOKEN.encode()) for p in pieces]
         return None if any(f is None for f in futures) else futures
 
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk):

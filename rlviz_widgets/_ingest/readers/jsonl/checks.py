@@ -29,6 +29,9 @@ from rlviz_widgets._problems import short as _short
 from rlviz_widgets._sql import literal
 
 DEFAULT_PAD_TOKEN = "<PAD>"  # open_run's pad_token: stripped from the texts shown
+# a format's own counts of ``response_chars`` and ``response_pad_chars`` (null: counted here), made as it read the
+# responses (messages.c's, while they were in its cache): not stored
+RESPONSE_CHARS, RESPONSE_PAD_CHARS = "_response_chars", "_response_pad_chars"
 NUMBERS, TEXTS, OBJECTS = "\x00n", "\x00s", "\x00o"  # a custom field's numbers, texts, lists or objects: kept apart
 # for ``batches.split``
 _JSON_KINDS = {"OBJECT": "an object", "ARRAY": "a list", "BOOLEAN": "a boolean", "BIGINT": "a number",
@@ -190,9 +193,10 @@ def _common_columns(t: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
     out = {c: t[c] for c in ("line", "step", "prompt", "response", "reward", "ref_response", "ref_reward")}
     out["reward_gap"] = pa.array(reward - ref, pa.float64(), from_pandas=True)
     out["ground_truth"] = t["ground_truth"]
-    out["response_chars"] = pc.utf8_length(t["response"])
+    out["response_chars"] = _counted(t, RESPONSE_CHARS, pc.utf8_length)
     # the characters of default pad tokens in it: the run shows responses without them (``pad_token``)
-    out["response_pad_chars"] = pc.multiply(count_literal(t["response"], DEFAULT_PAD_TOKEN), len(DEFAULT_PAD_TOKEN))
+    out["response_pad_chars"] = _counted(t, RESPONSE_PAD_CHARS, lambda r: pc.multiply(
+        count_literal(r, DEFAULT_PAD_TOKEN), len(DEFAULT_PAD_TOKEN)))
     for name in ("group_id", "advantage"):  # optional: only where the log has them
         if t[name].null_count < t.num_rows:
             out[name] = t[name]
@@ -200,6 +204,19 @@ def _common_columns(t: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
         if name in t.column_names:
             out[name] = t[name]
     return out
+
+
+def _counted(t: pa.Table, given: str, count) -> pa.ChunkedArray:
+    """``count(t["response"])``, taken from the format's column ``given`` where it counted (null elsewhere, and
+    where there is no response), of the type ``count`` gives."""
+    texts = t["response"]
+    if given not in t.column_names or t[given].null_count == t.num_rows:
+        return count(texts)
+    kind = count(texts.slice(0, 0)).type
+    have = t[given].cast(kind)
+    if have.null_count > texts.null_count:  # rows the format left (it counts every response it read)
+        have = pc.coalesce(have, count(texts))
+    return have
 
 
 def _unnamed_reports(con: duckdb.DuckDBPyConnection, t: pa.Table, keys: set[str], problems: list[list]) -> None:
