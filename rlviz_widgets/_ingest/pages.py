@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
+import threading
+import weakref
 
 import numpy as np
 
@@ -26,3 +29,91 @@ def plain_empty(n: int, dtype=np.uint8) -> np.ndarray:
     except OSError:
         return np.empty(n, dtype)
     return np.frombuffer(m, dtype, count=n)
+
+
+class Slabs:
+    """Slabs of ordinary pages lent as a set of arrays (``lend``) and taken back for the next set once the last
+    array viewing one goes: their pages are backed already. The first touches of fresh pages (the kernel zeroing
+    each) were ~15% of a conversation log's cold open, the C reader's outputs for each chunk being fresh.
+
+    Slabs are kept only while some caller is ``reading`` (an open): at most ``kept`` wait to be lent again, given
+    back with MADV_FREE (the kernel takes their pages when it needs memory, else they are reused as they are); when
+    the last reading ends they are let go, and so is any given back after: an open leaves no memory held."""
+
+    def __init__(self, kept: int) -> None:
+        self._kept = kept
+        self._free: list[mmap.mmap] = []
+        self._readers = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Slabs given back are kept for the next arrays lent until the end of this (and every other) reading."""
+        with self._lock:
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._readers -= 1
+                if not self._readers:
+                    self._free.clear()  # unmapped as they go
+
+    def waiting(self) -> int:
+        """How many slabs wait to be lent again."""
+        return len(self._free)
+
+    def lend(self, shapes: list[tuple[int, object]]) -> list[np.ndarray]:
+        """Arrays of the (length, dtype) ``shapes``, uninitialised, in one slab (its untouched pages unbacked)."""
+        ends, at = [], 0
+        for n, dtype in shapes:
+            at = -(-at // _ALIGN) * _ALIGN
+            ends.append(at)
+            at += max(n, 1) * np.dtype(dtype).itemsize
+        slab = self._take(at)
+        if slab is None:
+            return [plain_empty(n, dtype) for n, dtype in shapes]
+        # every array's base is ``whole`` (NumPy collapses a view's base no further than an array whose base is no
+        # array): it goes once the last of them does (an Arrow buffer of one holds it), and gives the slab back
+        whole = np.frombuffer(slab, np.uint8)
+        arrays = [whole[a:a + max(n, 1) * np.dtype(dtype).itemsize].view(dtype)[:n]
+                  for a, (n, dtype) in zip(ends, shapes)]
+        if any(a.base is not whole for a in arrays):  # (a NumPy that collapses bases otherwise: not lent)
+            return [plain_empty(n, dtype) for n, dtype in shapes]
+        weakref.finalize(whole, self._give, slab)
+        return arrays
+
+    def _take(self, size: int) -> mmap.mmap | None:
+        with self._lock:
+            fits = [m for m in self._free if len(m) >= size]
+            if fits:
+                slab = min(fits, key=len)
+                self._free.remove(slab)
+                return slab
+        try:
+            slab = mmap.mmap(-1, -(-size // _SLAB_STEP) * _SLAB_STEP, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                slab.madvise(mmap.MADV_NOHUGEPAGE)
+        except (OSError, ValueError):
+            return None
+        return slab
+
+    def _give(self, slab: mmap.mmap) -> None:
+        if not self._readers:
+            return  # (not kept: unmapped when it goes)
+        try:
+            if _MADV_FREE is not None:
+                slab.madvise(_MADV_FREE)
+        except (OSError, ValueError):
+            return
+        with self._lock:
+            if not self._readers:
+                return
+            self._free.append(slab)
+            if len(self._free) > self._kept:  # the smallest goes
+                self._free.remove(min(self._free, key=len))
+
+
+_ALIGN = 64  # bytes: where each array of a slab starts
+_SLAB_STEP = 16 << 20  # slab sizes are rounded up to this: a slab serves the next chunk of about the same size
+_MADV_FREE = getattr(mmap, "MADV_FREE", None)  # (Linux; elsewhere the slabs kept stay as they are)

@@ -35,6 +35,7 @@ from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest.custom_columns import FIRST_LINES, LISTED_PREFIX, listed_key, number_text
 from rlviz_widgets._ingest.metrics import with_reductions
 from rlviz_widgets._ingest.mismatch_metrics import FIGURES, with_mismatch_figures
+from rlviz_widgets._ingest.native import outputs_reused
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._store import leases, token_store
 from rlviz_widgets._store.token_store import STORED
@@ -312,7 +313,8 @@ def update_files(  # noqa: C901, PLR0915 - the cold open's pipeline, tuned as on
     # no end-of-file markers between the chunks: one would let the reader get a chunk further ahead
     seen: dict[int, _Seen] = {}
     chunks = _chunks([jobs[i] for i in lines], lines, pool, getattr(reader, "scan_byte", None), seen)
-    with linereader.Prefetch(chunks, (lambda item: prepare(item[1])) if prepare else None) as reading:
+    with linereader.Prefetch(chunks, (lambda item: prepare(item[1])) if prepare else None) as reading, \
+            outputs_reused():
         db = con.result() if isinstance(con, Future) else con
         # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on
         # which DuckDB refuses register()

@@ -310,3 +310,43 @@ def test_big_buffers_without_the_kernels_help(monkeypatch):
     monkeypatch.setattr(pages.mmap, "mmap", no_map)
     b = pages.plain_empty(8 << 20)
     assert len(b) == 8 << 20 and b.dtype == np.uint8
+
+
+def test_output_slabs_come_back_once_their_last_array_goes():
+    """The C reader's outputs are lent in a slab (``pages.Slabs``): one taken back only once no array (nor Arrow
+    buffer) views it, lent again only during a reading, let go after it."""
+    import gc
+
+    import numpy as np
+    import pyarrow as pa
+
+    from rlviz_widgets._ingest.pages import Slabs
+
+    slabs = Slabs(kept=2)
+    shapes = [(5 << 20, np.uint8), (1001, np.int32), (3, np.int64), (0, np.bool_)]
+    with slabs.reading():
+        a, b, c, d = slabs.lend(shapes)
+        assert [(len(x), x.dtype) for x in (a, b, c, d)] == [(n, np.dtype(t)) for n, t in shapes]
+        assert all(x.ctypes.data % 8 == 0 for x in (a, b, c))
+        a[:] = 1
+        b[:], c[:] = -2, 3  # apart: none overlaps another
+        assert a.min() == 1 and b.min() == -2 and c.min() == 3
+        first = a.ctypes.data
+        held = pa.Array.from_buffers(pa.int32(), 10, [None, pa.py_buffer(b[:10])])
+        del a, b, c, d
+        gc.collect()
+        other = slabs.lend([(10, np.uint8)])
+        assert other[0].ctypes.data != first and slabs.waiting() == 0  # still viewed: a new slab
+        assert held.to_pylist() == [-2] * 10
+        del held
+        gc.collect()
+        assert slabs.waiting() == 1
+        again = slabs.lend(shapes)
+        assert again[0].ctypes.data == first and slabs.waiting() == 0  # its memory lent again
+        del again
+        gc.collect()
+        assert slabs.waiting() == 1
+    assert slabs.waiting() == 0  # the reading over: let go
+    del other
+    gc.collect()
+    assert slabs.waiting() == 0  # nor kept when it comes back after

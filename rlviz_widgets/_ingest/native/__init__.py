@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rlviz_widgets._ingest.pages import plain_empty
+from rlviz_widgets._ingest.pages import Slabs, plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
@@ -234,18 +234,22 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
     if size == 0 or size + 64 > INT32_LIMIT:  # the texts' offsets are int32
         return None
     cap, cap_rows = size + 64, size // 2 + 2  # a text is no longer than the JSON it comes from; a row takes 2 bytes
-    # the outputs are fresh memory, kept as they are at the size written: only the pages written are backed (copies
-    # out of reused scratch arrays took longer than C's reading); the turns' texts are a line's scratch, reused
-    texts = [_scratch("message_text", cap, np.uint8) if k == _TEXT else plain_empty(cap)
-             for k in range(len(MESSAGE_TEXTS))]
-    toffs = [plain_empty((n if k < 3 else cap_rows) + 1, np.int32) for k in range(len(MESSAGE_TEXTS))]
-    valid = [plain_empty(n if k < 3 else cap_rows) for k in range(len(MESSAGE_TEXTS))]
-    turn, trained = plain_empty(cap_rows, np.int32), plain_empty(cap_rows, np.bool_)
-    starts, ends, span = plain_empty(cap_rows, np.int32), plain_empty(cap_rows, np.int32), plain_empty(cap_rows)
+    # the outputs are kept as they are at the size written (copies out of reused scratch arrays took longer than C's
+    # reading), in a slab of memory lent for them (only the pages written are backed; once they go, the slab serves
+    # a later chunk, its pages backed already); the turns' texts are a line's scratch, reused
+    k_n = len(MESSAGE_TEXTS)
+    out = _OUTPUTS.lend([*((cap, np.uint8) for _ in range(k_n)),
+                         *(((n if k < 3 else cap_rows) + 1, np.int32) for k in range(k_n)),
+                         *((n if k < 3 else cap_rows, np.uint8) for k in range(k_n)),
+                         (cap_rows, np.int32), (cap_rows, np.bool_), (cap_rows, np.int32), (cap_rows, np.int32),
+                         (cap_rows, np.uint8), (size, np.uint8)])
+    texts, toffs, valid = out[:k_n], out[k_n:2 * k_n], out[2 * k_n:3 * k_n]
+    turn, trained, starts, ends, span, text = out[3 * k_n:]
+    texts[_TEXT] = _scratch("message_text", cap, np.uint8)
     row_offs, n_turns, n_calls = np.empty(n + 1, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
     chars, pads = np.empty(n, np.int64), np.empty(n, np.int64)
     handled = np.empty(n, np.bool_)
-    text, lineoffs = plain_empty(size), np.empty(n + 1, np.int64)
+    lineoffs = np.empty(n + 1, np.int64)
     raw = key.encode()
     ptrs = [(ctypes.c_void_p * len(a))(*map(_ptr, a)) for a in (texts, toffs, valid)]
     rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), pad, len(pad), *ptrs, cap, cap_rows,
@@ -270,6 +274,13 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
 
 
 INT32_LIMIT = 2**31 - 1
+_OUTPUTS = Slabs(kept=4)  # read_messages' outputs: about the chunks parsed and written at a time
+
+
+def outputs_reused():
+    """A context in which the memory of the C readers' outputs, once they go, is kept for the next chunk's (the
+    cold open's pipeline: one ``update_files``); none is kept outside any."""
+    return _OUTPUTS.reading()
 
 
 def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.StringArray:
