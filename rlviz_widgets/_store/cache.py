@@ -41,11 +41,12 @@ from rlviz_widgets._store import leases, token_store
 from rlviz_widgets._store.token_store import STORED
 
 # what the parts hold; a cache of another version is rebuilt (the history: CHANGELOG.md, Cache versions)
-CACHE_VERSION = 33
+CACHE_VERSION = 34
 # common columns only some logs have: the group, the advantage, the per-sample mismatch and entropy figures
 OPTIONAL_COLUMNS = ("group_id", "advantage", *FIGURES)
 # ... and the turns of chat-shaped logs (``readers.turns``): in ``FileState.optional`` too, but no samples column
 TURNS_COLUMN = "turns"
+ANSWER_SPAN_COLUMN = "answer_start"  # ... and the answers stored as spans of the response (``turns.ANSWER_SPAN``)
 HEAD_BYTES = 4096
 # a read is checked at its end against samples of what it read, at most SAMPLES, at least SAMPLE_EVERY bytes apart:
 # each is a read of its own, which waits for the GIL when it returns (~40 us, with the parser's threads busy: at
@@ -706,7 +707,7 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
     state.fields = sorted(set(state.fields) | {f for f in STORED if f in table.column_names
                                                 and table[f].null_count < table.num_rows})
     state.records += table.num_rows
-    state.optional = [c for c in (*OPTIONAL_COLUMNS, TURNS_COLUMN)
+    state.optional = [c for c in (*OPTIONAL_COLUMNS, TURNS_COLUMN, ANSWER_SPAN_COLUMN)
                       if c in state.optional or (c in table.column_names and table[c].null_count < table.num_rows)]
     first = json.loads((table.schema.metadata or {}).get(FIRST_LINES, b"{}"))
     known = {k for k, _ in state.columns}

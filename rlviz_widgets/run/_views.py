@@ -23,8 +23,10 @@ from rlviz_widgets._ingest.custom_columns import (
     stored_column,
 )
 from rlviz_widgets._ingest.metrics import per_token_sql
+from rlviz_widgets._ingest.readers.chat import ANSWER
 from rlviz_widgets._ingest.readers.mismatch_fields import TOKEN_NAMES as MISMATCH_NAMES
 from rlviz_widgets._ingest.readers.rlb import DEFAULT_PAD_TOKEN, non_scalar_message
+from rlviz_widgets._ingest.readers.turns import ANSWER_SPAN
 from rlviz_widgets._mismatch import MismatchRule, TokenColumns, rule_sample_sql, token_rule_query, token_select
 from rlviz_widgets._problems import Problem
 from rlviz_widgets._sql import ident, literal
@@ -60,6 +62,8 @@ NO_TURNS = ("SELECT NULL::BIGINT AS sample_id, NULL::INTEGER AS turn, NULL::VARC
             "NULL::INTEGER AS start, NULL::INTEGER AS \"end\", NULL::BOOLEAN AS trained, NULL::VARCHAR AS reasoning, "
             "NULL::BIGINT AS _k WHERE false")
 TURN_COUNTS = [("n_turns", "INTEGER"), ("n_tool_calls", "INTEGER")]  # a part's, where a log stores turns
+ANSWER_SPAN_SQL = [(c, "INTEGER") for c in ANSWER_SPAN]  # ... and where its answer stands in the response
+ANSWER_STORED = stored_column(ANSWER)  # the answer of a chat-shaped log's messages (a custom text column)
 TURNS_SQL = ("STRUCT(turn INTEGER, role VARCHAR, text VARCHAR, tool_name VARCHAR, tool_arguments VARCHAR, "
              "tool_call_id VARCHAR, start INTEGER, \"end\" INTEGER, trained BOOLEAN, reasoning VARCHAR, "
              "text_start INTEGER, text_end INTEGER, in_prompt BOOLEAN)[]")  # a part's (``turns.TURNS``)
@@ -186,6 +190,13 @@ def synthetic_turns(prompt: str, response: str) -> str:
     tokens = "CASE WHEN s.n_tokens IS NOT NULL THEN [0, s.n_tokens]::INTEGER[] END"
     return (f"[{turn(0, 'user', prompt, no_span, 'false')}, "
             f"{turn(RESPONSE_TURN, 'assistant', response, tokens, 'true')}]")
+
+
+def answer_sql(stored: str) -> str:
+    """SQL: the answer of a sample of a part with turns: as stored, or cut out of the stored response where the
+    part has its span there (``turns.ANSWER_SPAN``)."""
+    return (f"CASE WHEN s.answer_start IS NULL THEN s.{stored} "
+            f"ELSE decode(encode(s.response)[s.answer_start + 1:s.answer_end]) END")
 
 
 def turns_rows(samples: str) -> str:
@@ -504,10 +515,15 @@ class RunViews:
         if not parts:
             return NO_SAMPLES
         extras = [(c, c) for c in self.files.optional()] + self.extras(names)
-        extra_sel = "".join(f', s.{stored} AS "{column}"' for stored, column in extras)
         turned = self.files.has_turns()
+        # answers stored as spans of the response where some part has one (none: a log's own field "answer", of
+        # numbers say, stays as it is)
+        spans = turned and self.files.has_optional(cachemod.ANSWER_SPAN_COLUMN)
+        extra_sel = "".join(f', {answer_sql(stored) if spans and stored == ANSWER_STORED else "s." + stored} '
+                            f'AS "{column}"' for stored, column in extras)
         typed = [(stored, self.nums.type_of(c)) for stored, c in extras]
-        source = self.source_sql(parts, lines, typed + (TURN_COUNTS if turned else []), pad, scan)
+        source = self.source_sql(parts, lines, typed + (TURN_COUNTS if turned else []) +
+                                 (ANSWER_SPAN_SQL if spans else []), pad, scan)
         counts = ("coalesce(s.n_turns, 2) AS n_turns, coalesce(s.n_tool_calls, 0) AS n_tool_calls" if turned else
                   "2::INTEGER AS n_turns, 0::INTEGER AS n_tool_calls")  # (a log without turns: prompt, response)
         rule_sel, join = self.rule_sql()

@@ -165,7 +165,13 @@ def _c(got: dict, i: int) -> tuple | None:
         start, end, in_prompt = (got[f][r].as_py() for f in ("text_start", "text_end", "in_prompt"))
         text = None if start is None else (prompt if in_prompt else response).encode()[start:end].decode()
         rows.append({**{f: got[f][r].as_py() for f in names}, "text": text, "start": None, "end": None})
-    return prompt, response, got["answer"][i].as_py(), rows
+    return prompt, response, _answer(got, i), rows
+
+
+def _answer(got: dict, i: int) -> str | None:
+    """Line i's answer: cut out of the response where C says it stands."""
+    start, end = got["answer_start"][i].as_py(), got["answer_end"][i].as_py()
+    return None if start is None else got["response"][i].as_py().encode()[start:end].decode()
 
 
 def _counts(response: str | None) -> tuple[int | None, int | None]:
@@ -218,7 +224,7 @@ def test_huge_and_empty_inputs():
                                               {"role": "assistant", "content": "é" * 1_000_000}]})
     got = native.read_messages(pa.array([big + "\n", "{}\n", "\n"], pa.large_string()), "messages")
     assert got["handled"].to_pylist() == [True, False, False]
-    assert got["prompt"][0].as_py() == "x" * 3_000_000 and got["answer"][0].as_py() == "é" * 1_000_000
+    assert got["prompt"][0].as_py() == "x" * 3_000_000 and _answer(got, 0) == "é" * 1_000_000
     assert native.read_messages(pa.array([], pa.large_string()), "messages") is None
 
 
@@ -275,6 +281,22 @@ def test_faulty_logs_open_the_same(tmp_path, monkeypatch, chunk_bytes):
     _same(with_c, without)
     kinds = set(with_c["problems"]["kind"])
     assert {"missing_field", "unknown_role", "wrong_type", "image", "duplicate_key", "malformed_json"} <= kinds
+
+
+@needs_lib
+def test_answers_are_spans_of_the_response_unless_the_log_has_its_own(tmp_path, monkeypatch):
+    """The answers C reads are stored as spans of the response (not written twice) and read back as Python's texts;
+    a log's own field ``answer`` (numbers here) stays as it is, of its type."""
+    for name, own in (("plain", {}), ("own", {"answer": 1})):
+        folder = tmp_path / name
+        folder.mkdir()
+        known = [[m for m in agent_messages(k) if m["role"] in ROLES] for k in range(6)]  # (all read in C)
+        (folder / "a.jsonl").write_text("".join(json.dumps({"step": 1, **own, "messages": m}) + "\n" for m in known))
+        with_c, without, read = _open_both(folder, tmp_path / f"{name}_caches", monkeypatch, format="chat")
+        assert read == 6
+        _same(with_c, without)
+        answers = with_c["samples"]["answer"].tolist()
+        assert answers == [1.0] * 6 if own else all(isinstance(a, str) and a for a in answers)
 
 
 @needs_lib

@@ -25,7 +25,7 @@ from rlviz_widgets._ingest.pages import Slabs, plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
-ABI = 6  # arrays.c's rlviz_abi(): the functions' arguments as called here
+ABI = 7  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -108,7 +108,7 @@ def _declare(lib) -> None:
     lib.rlviz_count.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p]
     lib.rlviz_messages.restype = ctypes.c_int64
     lib.rlviz_messages.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p, ctypes.c_int64, p, p, p, ctypes.c_int64,
-                                   ctypes.c_int64, p, p, p, p, p, p, p, p, p, p, p, p, p]
+                                   ctypes.c_int64, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p]
 
 
 def _abi(fn) -> int:
@@ -210,17 +210,20 @@ def _items(values: np.ndarray, valid: np.ndarray, m: int, nulls: int, code: int)
     return pa.Array.from_buffers(_ITEMS[code][1], m, [mask, data], null_count=nulls)
 
 
-MESSAGE_TEXTS = ("prompt", "response", "answer", "role", "text", "tool_name", "tool_arguments", "tool_call_id",
+MESSAGE_TEXTS = ("prompt", "response", "role", "text", "tool_name", "tool_arguments", "tool_call_id",
                  "reasoning")  # messages.c's text columns, in its order: by line, then by turn row
+_BY_LINE = 2  # (the first two)
 _TEXT = MESSAGE_TEXTS.index("text")  # a line's scratch in C: its turns' texts are spans of the prompt or response
 
 
 def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dict[str, pa.Array] | None:
     """What ``messages.c`` reads of the chat messages under the top-level ``key`` of each line, or None (no compiled
     function, nothing to read, or out of room): ``lines`` (those it read with their messages written as []),
-    ``handled`` (bool, by line: read here; the others are Python's, as before), ``prompt``, ``response``, ``answer``
-    (by line, null where not read), ``n_turns``, ``n_tool_calls``, ``response_chars`` and ``response_pads`` (how
-    often ``pad`` is in the response, as ``count_literal`` counts; by line, null where not read or no response),
+    ``handled`` (bool, by line: read here; the others are Python's, as before), ``prompt``, ``response`` (by line,
+    null where not read), ``answer_start``, ``answer_end`` (int32 by line: where the answer stands in the response,
+    UTF-8 bytes; null where not read or none), ``n_turns``, ``n_tool_calls``, ``response_chars`` and
+    ``response_pads`` (how often ``pad`` is in the response, as ``count_literal`` counts; by line, null where not
+    read or no response),
     ``row_offsets`` (int32, n + 1: each line's turn rows), and by turn row ``turn`` (int32), ``trained`` (bool),
     ``text_start``, ``text_end``, ``in_prompt`` (where the turn's text stands, as ``turns.stored_rows`` has it) and
     the texts ``role``, ``tool_name``, ``tool_arguments``, ``tool_call_id``, ``reasoning``."""
@@ -239,8 +242,8 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
     # a later chunk, its pages backed already); the turns' texts are a line's scratch, reused
     k_n = len(MESSAGE_TEXTS)
     out = _OUTPUTS.lend([*((cap, np.uint8) for _ in range(k_n)),
-                         *(((n if k < 3 else cap_rows) + 1, np.int32) for k in range(k_n)),
-                         *((n if k < 3 else cap_rows, np.uint8) for k in range(k_n)),
+                         *(((n if k < _BY_LINE else cap_rows) + 1, np.int32) for k in range(k_n)),
+                         *((n if k < _BY_LINE else cap_rows, np.uint8) for k in range(k_n)),
                          (cap_rows, np.int32), (cap_rows, np.bool_), (cap_rows, np.int32), (cap_rows, np.int32),
                          (cap_rows, np.uint8), (size, np.uint8)])
     texts, toffs, valid = out[:k_n], out[k_n:2 * k_n], out[2 * k_n:3 * k_n]
@@ -248,14 +251,15 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
     texts[_TEXT] = _scratch("message_text", cap, np.uint8)
     row_offs, n_turns, n_calls = np.empty(n + 1, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
     chars, pads = np.empty(n, np.int64), np.empty(n, np.int64)
+    answer_start, answer_end = np.empty(n, np.int32), np.empty(n, np.int32)
     handled = np.empty(n, np.bool_)
     lineoffs = np.empty(n + 1, np.int64)
     raw = key.encode()
     ptrs = [(ctypes.c_void_p * len(a))(*map(_ptr, a)) for a in (texts, toffs, valid)]
     rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), pad, len(pad), *ptrs, cap, cap_rows,
-                              _ptr(turn), _ptr(trained), _ptr(starts), _ptr(ends), _ptr(span), _ptr(row_offs),
-                              _ptr(n_turns), _ptr(n_calls), _ptr(chars), _ptr(pads), _ptr(handled), _ptr(text),
-                              _ptr(lineoffs))
+                              _ptr(turn), _ptr(trained), _ptr(starts), _ptr(ends), _ptr(span), _ptr(answer_start),
+                              _ptr(answer_end), _ptr(row_offs), _ptr(n_turns), _ptr(n_calls), _ptr(chars),
+                              _ptr(pads), _ptr(handled), _ptr(text), _ptr(lineoffs))
     if rows < 0:
         return None
     spanned = (span[:rows] & 1) == 0  # (the mask of the rows without a span: a turn's later tool calls)
@@ -265,10 +269,12 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
            "response_pads": pa.array(pads, mask=pads < 0), "row_offsets": pa.array(row_offs),
            "turn": pa.array(turn[:rows]), "trained": pa.array(trained[:rows]),
            "text_start": pa.array(starts[:rows], mask=spanned), "text_end": pa.array(ends[:rows], mask=spanned),
-           "in_prompt": pa.array((span[:rows] & 2) > 0, mask=spanned)}
+           "in_prompt": pa.array((span[:rows] & 2) > 0, mask=spanned),
+           "answer_start": pa.array(answer_start, mask=answer_start < 0),
+           "answer_end": pa.array(answer_end, mask=answer_start < 0)}
     for k, name in enumerate(MESSAGE_TEXTS):
         if k != _TEXT:
-            m = n if k < 3 else rows
+            m = n if k < _BY_LINE else rows
             out[name] = _strings(toffs[k][:m + 1], texts[k], valid[k][:m])
     return out
 

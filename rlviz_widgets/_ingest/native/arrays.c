@@ -25,7 +25,7 @@ static uint64_t POW_HI[POW_MAX - POW_MIN + 1], POW_LO[POW_MAX - POW_MIN + 1];
 /* The interface's version: rlviz_widgets.native leaves a library of another alone (one built from older sources,
  * say, left in place by a checkout that changed them without a rebuild), as calls with other arguments would crash.
  * It counts the changes of every function of the library (messages.c's and find.c's too). */
-int32_t rlviz_abi(void) { return 6; }
+int32_t rlviz_abi(void) { return 7; }
 
 void rlviz_set_powers(const uint64_t *hi, const uint64_t *lo) {
     memcpy(POW_HI, hi, sizeof POW_HI);

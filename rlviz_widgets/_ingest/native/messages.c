@@ -27,8 +27,10 @@
 #define MAX_KEYS 64    /* top-level keys compared for repeats at most */
 #define MAX_DIGITS 300 /* digits of a number skipped here at most (DuckDB's double; Python's int limit) */
 
-/* The text columns: per line (PROMPT..ANSWER) and per turn row (ROLE..REASONING). */
-enum { PROMPT, RESPONSE, ANSWER, ROLE, TEXT, TOOL_NAME, TOOL_ARGS, TOOL_CALL_ID, REASONING, NTEXT };
+/* The text columns: per line (PROMPT, RESPONSE) and per turn row (ROLE..REASONING). The answer is a span of the
+ * response (answer_start, answer_end): chat.conversation's answer is the last assistant turn as the response shows
+ * it, but its reasoning, which comes first. */
+enum { PROMPT, RESPONSE, ROLE, TEXT, TOOL_NAME, TOOL_ARGS, TOOL_CALL_ID, REASONING, NTEXT };
 
 typedef struct {
     uint8_t *data;
@@ -45,6 +47,7 @@ typedef struct {
     int32_t *turn;
     uint8_t *trained;
     int32_t *span_start, *span_end; /* by turn row: where its text stands in the prompt or response (UTF-8 bytes) */
+    int32_t *answer_start, *answer_end; /* by line: where the answer stands in the response (-1: no answer) */
     uint8_t *span;                  /* by turn row: SPAN (the first row of a turn has one), IN_PROMPT */
     int overflow;     /* out of room: the whole call fails (the caller's bounds say it cannot happen) */
 } out_t;
@@ -518,23 +521,20 @@ static inline int put_row(out_t *o, int k, int src, int64_t row) {
     return put(o, k, s->data + s->offs[row], s->offs[row + 1] - s->offs[row]);
 }
 
-/* chat.shown: the turn of rows [f, f + m) as its text: <think> reasoning </think> (with `reasoning`), the content,
- * each call as name(arguments), one a line. With `base` (>= 0: where the line's text starts in column k), row f's
- * span is where its content stands there (chat._joined's text_at: after the reasoning and its newline, though no
- * content follows). */
-static int shown(out_t *o, int k, int64_t f, int64_t m, int reasoning, int64_t base) {
+/* chat.shown: the turn of rows [f, f + m) as its text in column k: <think> reasoning </think>, the content, each
+ * call as name(arguments), one a line. Row f's span is where its content stands there (`base`: where the line's
+ * text starts; chat._joined's text_at: after the reasoning and its newline, though no content follows). */
+static int shown(out_t *o, int k, int64_t f, int64_t m, int64_t base) {
     int lines = 0;
-    if (reasoning && o->c[REASONING].valid[f]) {
+    if (o->c[REASONING].valid[f]) {
         if (!put(o, k, "<think>\n", 8) || !put_row(o, k, REASONING, f) || !put(o, k, "\n</think>", 9)) return 0;
         lines++;
     }
-    if (base >= 0) {
-        int64_t at = o->c[k].len - base + lines, n = o->c[TEXT].offs[f + 1] - o->c[TEXT].offs[f];
-        o->span_start[f] = (int32_t)at;
-        o->span_end[f] = (int32_t)(at + n);
-        o->span[f] = (uint8_t)(SPAN | (k == PROMPT ? IN_PROMPT : 0));
-        for (int64_t r = f + 1; r < f + m; r++) o->span[r] = 0;
-    }
+    int64_t at = o->c[k].len - base + lines, n = o->c[TEXT].offs[f + 1] - o->c[TEXT].offs[f];
+    o->span_start[f] = (int32_t)at;
+    o->span_end[f] = (int32_t)(at + n);
+    o->span[f] = (uint8_t)(SPAN | (k == PROMPT ? IN_PROMPT : 0));
+    for (int64_t r = f + 1; r < f + m; r++) o->span[r] = 0;
     if (o->c[TEXT].offs[f + 1] > o->c[TEXT].offs[f]) {
         if ((lines++ && !put(o, k, "\n", 1)) || !put_row(o, k, TEXT, f)) return 0;
     }
@@ -550,7 +550,8 @@ static int shown(out_t *o, int k, int64_t f, int64_t m, int reasoning, int64_t b
 static inline int is_assistant(out_t *o, int64_t row) { return o->trained[row]; }
 
 /* chat.conversation: line i's prompt (the turns before the first assistant one), response (from it on) and answer
- * (the last assistant turn, without its reasoning), from its turn rows [r0, r1). */
+ * (the last assistant turn without its reasoning: the rest of its text in the response), from its turn rows
+ * [r0, r1). */
 static int texts(out_t *o, int64_t i, int64_t r0, int64_t r1) {
     int64_t first = r1, last = -1;
     for (int64_t r = r0; r < r1; r++) {
@@ -559,6 +560,7 @@ static int texts(out_t *o, int64_t i, int64_t r0, int64_t r1) {
             last = r;
         }
     }
+    o->answer_start[i] = o->answer_end[i] = -1;
     static const char open[] = "\xe2\x94\x80\xe2\x94\x80 ", shut[] = " \xe2\x94\x80\xe2\x94\x80";
     for (int part = PROMPT; part <= RESPONSE; part++) {
         int64_t a = part == PROMPT ? r0 : first, b = part == PROMPT ? first : r1;
@@ -577,19 +579,17 @@ static int texts(out_t *o, int64_t i, int64_t r0, int64_t r1) {
                     !put(o, part, "\n", 1))
                     return 0;
             }
-            if (!shown(o, part, r, m, 1, o->c[part].offs[i])) return 0;
+            int64_t base = o->c[part].offs[i];
+            if (!shown(o, part, r, m, base)) return 0;
+            if (r + m - 1 == last) { /* its content on, or its calls' (where it has none, or just after its reasoning) */
+                int64_t end = o->c[part].len - base;
+                o->answer_end[i] = (int32_t)end;
+                o->answer_start[i] = o->span_start[r] < end ? o->span_start[r] : (int32_t)end;
+            }
             r += m;
         }
         close_row(o, part, i, 1);
     }
-    if (last < 0) {
-        close_row(o, ANSWER, i, 0);
-        return 1;
-    }
-    int64_t f = last;
-    while (f > r0 && o->turn[f - 1] == o->turn[last]) f--;
-    if (!shown(o, ANSWER, f, last - f + 1, 0, -1)) return 0;
-    close_row(o, ANSWER, i, 1);
     return 1;
 }
 
@@ -667,16 +667,17 @@ static void response_counts(out_t *o, int64_t i, const uint8_t *pad, int64_t pad
 }
 
 /* Reads lines offs[i]..offs[i+1] of buf. Per line: handled[i] (1: read here), n_turns, n_calls, row_offs (n + 1)
- * its turn rows, chars and pads (response_counts); the text columns (data, offs, valid: NTEXT each; PROMPT..ANSWER
+ * its turn rows, chars and pads (response_counts); the text columns (data, offs, valid: NTEXT each; PROMPT, RESPONSE
  * by line, the rest by turn row, each with room for cap bytes), turn and trained by turn row (room for cap_rows),
  * span_start, span_end and span by turn row (the turn's text as its span of the prompt or response: TEXT is only a
- * line's scratch, rewritten from the start at each line); text/toffs (int64, n + 1) the lines, those read here with
+ * line's scratch, rewritten from the start at each line), answer_start and answer_end by line; text/toffs (int64, n + 1) the lines, those read here with
  * their messages written as []. Returns the turn rows written, or -1 when out of room (nothing is usable then). */
 int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const uint8_t *key, int64_t key_len,
                        const uint8_t *pad, int64_t pad_len, uint8_t **data, int32_t **toffs_, uint8_t **valid,
                        int64_t cap, int64_t cap_rows, int32_t *turn, uint8_t *trained, int32_t *span_start,
-                       int32_t *span_end, uint8_t *span, int32_t *row_offs, int32_t *n_turns, int32_t *n_calls,
-                       int64_t *chars, int64_t *pads, uint8_t *handled, uint8_t *text, int64_t *toffs) {
+                       int32_t *span_end, uint8_t *span, int32_t *answer_start, int32_t *answer_end,
+                       int32_t *row_offs, int32_t *n_turns, int32_t *n_calls, int64_t *chars, int64_t *pads,
+                       uint8_t *handled, uint8_t *text, int64_t *toffs) {
     out_t o;
     memset(&o, 0, sizeof o);
     for (int k = 0; k < NTEXT; k++) {
@@ -692,6 +693,8 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
     o.span_start = span_start;
     o.span_end = span_end;
     o.span = span;
+    o.answer_start = answer_start;
+    o.answer_end = answer_end;
     row_offs[0] = 0;
     toffs[0] = 0;
     int64_t t = 0;
@@ -708,7 +711,8 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
         if (!handled[i]) { /* its rows taken back: Python reads the line */
             o.rows = r0;
             for (int k = ROLE; k < NTEXT; k++) o.c[k].len = marks[k];
-            for (int k = PROMPT; k <= ANSWER; k++) close_row(&o, k, i, 0);
+            for (int k = PROMPT; k <= RESPONSE; k++) close_row(&o, k, i, 0);
+            answer_start[i] = answer_end[i] = -1;
         }
         response_counts(&o, i, pad, pad_len, chars, pads);
         row_offs[i + 1] = (int32_t)o.rows;

@@ -36,10 +36,9 @@ from rlviz_widgets._ingest.readers.chat import (
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.arrow import mask
 from rlviz_widgets._ingest.readers.jsonl.checks import DEFAULT_PAD_TOKEN, RESPONSE_CHARS, RESPONSE_PAD_CHARS
-from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS, turn_list
+from rlviz_widgets._ingest.readers.turns import ANSWER_SPAN, TURN_COLUMNS, turn_list
 
 MESSAGES = "messages"
-NATIVE_ANSWER = "_native_answer"  # the answers read in C, until ``_decode`` makes them the custom column
 _ROWS = ("turn", "role", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning", "text_start",
          "text_end", "in_prompt")
 
@@ -77,8 +76,11 @@ def _decode(t: pa.Table, tokenizer) -> pa.Table:
     if "n_turns" not in t.column_names:
         return with_chats(t, [_read(text) for text in t["_messages"].to_pylist()])
     left = np.flatnonzero(~mask(t["n_turns"].is_valid()))
-    answers = t[NATIVE_ANSWER]
-    t = t.drop_columns([NATIVE_ANSWER])
+    if "_n_" + ANSWER in t.column_names:  # the log's own field of that name: no answer of the messages kept
+        t = t.drop_columns(list(ANSWER_SPAN))
+    # the answers C read are spans of the response (``ANSWER_SPAN``), "" in their place
+    answers = pc.if_else(t["answer_start"].is_valid(), "", pa.scalar(None, pa.string())) \
+        if "answer_start" in t.column_names else pa.chunked_array([pa.nulls(t.num_rows, pa.string())])
     if len(left):  # the lines C left: their columns as with_chats makes them, put in their places
         n = t.num_rows
         mine = chat_columns([_read(text) for text in t["_messages"].take(left).to_pylist()], t["_reports"].take(left))
@@ -100,9 +102,9 @@ def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str
         return None
     # (no text: each turn's is its span of the prompt or response)
     turns = turn_list(got["row_offsets"], {f: got[f] for f in _ROWS}, pc.invert(got["handled"]))
-    return got["lines"], {"prompt": got["prompt"], "response": got["response"], NATIVE_ANSWER: got["answer"],
-                          "turns": turns, "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"],
-                          RESPONSE_CHARS: got["response_chars"],
+    return got["lines"], {"prompt": got["prompt"], "response": got["response"], "turns": turns,
+                          "n_turns": got["n_turns"], "n_tool_calls": got["n_tool_calls"],
+                          **{c: got[c] for c in ANSWER_SPAN}, RESPONSE_CHARS: got["response_chars"],
                           RESPONSE_PAD_CHARS: pc.multiply(got["response_pads"], len(DEFAULT_PAD_TOKEN))}
 
 

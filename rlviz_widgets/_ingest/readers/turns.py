@@ -21,6 +21,9 @@ TURN = pa.struct([("turn", pa.int32()), ("role", pa.string()), ("text", pa.strin
                   ("text_start", pa.int32()), ("text_end", pa.int32()), ("in_prompt", pa.bool_())])
 TURNS = pa.list_(TURN)
 TURN_COLUMNS = {"turns": TURNS, "n_turns": pa.int32(), "n_tool_calls": pa.int32()}  # a part's, in this order
+# ... and where the answer (``chat.ANSWER``, a custom text column) stands in the response (UTF-8 bytes), in the rows
+# whose stored answer is "" in its place (read in C: the answer is not written twice); null in the others
+ANSWER_SPAN = {"answer_start": pa.int32(), "answer_end": pa.int32()}
 
 
 @dataclass
@@ -112,8 +115,12 @@ def turn_list(offsets: pa.Array, rows: dict[str, pa.Array], missing: pa.Array) -
 
 
 def with_turn_columns(t: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
-    """``t`` with ``columns`` (``turn_columns``') set or added."""
+    """``t`` with ``columns`` (``turn_columns``') set or added, and ``ANSWER_SPAN`` (null: the answers read here are
+    stored as they are) unless it has them."""
     for name, col in columns.items():
         i = t.schema.get_field_index(name)
         t = t.set_column(i, name, col) if i >= 0 else t.append_column(name, col)
+    for name, kind in ANSWER_SPAN.items():
+        if name not in t.column_names:
+            t = t.append_column(name, pa.nulls(t.num_rows, kind))
     return t

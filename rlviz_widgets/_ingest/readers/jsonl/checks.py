@@ -24,7 +24,7 @@ from rlviz_widgets._ingest.readers.jsonl.sql import key_path
 from rlviz_widgets._ingest.readers.mismatch_fields import taken
 from rlviz_widgets._ingest.readers.options import NUMBER_FIELDS
 from rlviz_widgets._ingest.readers.sequence import SEQUENCE_COLUMNS
-from rlviz_widgets._ingest.readers.turns import TURN_COLUMNS
+from rlviz_widgets._ingest.readers.turns import ANSWER_SPAN, TURN_COLUMNS
 from rlviz_widgets._problems import short as _short
 from rlviz_widgets._sql import literal
 
@@ -203,6 +203,9 @@ def _common_columns(t: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
     for name in TURN_COLUMNS:  # a chat-shaped log's turns (the writer adds them empty to other parts)
         if name in t.column_names:
             out[name] = t[name]
+    if "turns" in out:  # every part with turns has the answers' spans (the run's SQL reads them), null where none
+        for name, kind in ANSWER_SPAN.items():
+            out[name] = t[name] if name in t.column_names else pa.nulls(t.num_rows, kind)
     return out
 
 
