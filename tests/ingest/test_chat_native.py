@@ -205,6 +205,21 @@ def test_messages_read_as_python_reads_them(seed):
 
 
 @needs_lib
+def test_response_counts_at_every_place():
+    """The characters and pad tokens of each response, counted in C as the checks count them, wherever they fall
+    (across C's 16-byte blocks, side by side, cut short, after multi-byte characters)."""
+    pieces = ["<PAD>", "<PAD><PAD>", "<PA<PAD>", "<<PAD>", "<PAD", "é<PAD>数据", "😀<"]
+    answers = [" " * k + p + "x" * (k % 7) + p for k in range(40) for p in pieces]
+    lines = [json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": a}]})
+             for a in answers]
+    got = native.read_messages(pa.array([x + "\n" for x in lines], pa.large_string()), "messages",
+                               DEFAULT_PAD_TOKEN.encode())
+    assert got["handled"].to_pylist() == [True] * len(lines)
+    assert got["response_chars"].to_pylist() == [len(a) for a in answers]
+    assert got["response_pads"].to_pylist() == [a.count(DEFAULT_PAD_TOKEN) for a in answers]
+
+
+@needs_lib
 def test_odd_lines_are_left_to_python():
     texts = [x.encode() for x in ODD_LINES] + BAD_BYTES
     lines = pa.array([t + b"\n" for t in texts], pa.large_binary()).cast(pa.large_string(), safe=False)

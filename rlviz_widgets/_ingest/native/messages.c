@@ -117,7 +117,7 @@ static const uint8_t *string_copy(const uint8_t *p, const uint8_t *e, uint8_t *o
                 _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, q), _mm_cmpeq_epi8(x, bs)), _mm_cmplt_epi8(x, sp)));
             if (m) {
                 int k = __builtin_ctz((unsigned)m);
-                if (out) memcpy(o, p, (size_t)k);
+                if (out) _mm_storeu_si128((__m128i *)o, x); /* the k before the stop are kept (room: see above) */
                 o += k;
                 p += k;
                 break;
@@ -643,27 +643,55 @@ static int read_line(out_t *o, const uint8_t *p, const uint8_t *e, const uint8_t
     return *ms ? OK : BAIL;
 }
 
-void rlviz_count(const uint8_t *data, const int64_t *offs, int64_t n, const uint8_t *needle, int64_t len,
-                 int64_t *counts);
+/* Whether pad[0:len] is at data[q:] (before end). */
+static inline int pad_at(const uint8_t *data, int64_t q, int64_t end, const uint8_t *pad, int64_t len) {
+    if (q + len > end) return 0;
+    for (int64_t k = 1; k < len; k++)
+        if (data[q + k] != pad[k]) return 0;
+    return 1;
+}
 
-/* Line i's response's characters and how often `pad` is in it (as rlviz_count counts), -1 each without one: what
- * the checks would take two more passes over the responses for. */
+/* Line i's response's characters and how often `pad` is in it (as rlviz_count counts: left to right, none
+ * overlapping; its first byte does not recur in it), -1 each without one: what the checks would take two more
+ * passes over the responses for, in one pass while it is in cache. */
 static void response_counts(out_t *o, int64_t i, const uint8_t *pad, int64_t pad_len, int64_t *chars, int64_t *pads) {
     col_t *c = &o->c[RESPONSE];
     chars[i] = pads[i] = -1;
     if (!c->valid[i]) return;
-    int64_t span[2] = {c->offs[i], c->offs[i + 1]}, j = span[0], follow = 0;
+    const uint8_t *d = c->data;
+    int64_t j = c->offs[i], end = c->offs[i + 1], follow = 0, found = 0, free_from = j; /* a pad may start there */
 #if defined(__SSE2__)
-    /* the bytes that follow a lead byte are 0x80..0xBF: below -64 to the signed compare */
-    const __m128i lead = _mm_set1_epi8(-64);
-    for (; j + 16 <= span[1]; j += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(c->data + j));
-        follow += __builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(x, lead)));
+    /* the bytes that follow a lead byte are 0x80..0xBF: below -64 to the signed compare; counted by byte lane (255
+     * blocks at most before a lane could wrap), then the lanes summed; the pad's first byte looked for beside */
+    const __m128i lead = _mm_set1_epi8(-64), zero = _mm_setzero_si128();
+    const __m128i first = _mm_set1_epi8((char)(pad_len ? pad[0] : 0));
+    while (j + 16 <= end) {
+        __m128i lanes = zero;
+        for (int b = 0; b < 255 && j + 16 <= end; b++, j += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(d + j));
+            lanes = _mm_sub_epi8(lanes, _mm_cmplt_epi8(x, lead));
+            unsigned m = pad_len ? (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, first)) : 0;
+            for (; m; m &= m - 1) {
+                int64_t q = j + __builtin_ctz(m);
+                if (q >= free_from && pad_at(d, q, end, pad, pad_len)) {
+                    found++;
+                    free_from = q + pad_len;
+                }
+            }
+        }
+        __m128i sums = _mm_sad_epu8(lanes, zero);
+        follow += _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
     }
 #endif
-    for (; j < span[1]; j++) follow += (c->data[j] & 0xC0) == 0x80;
-    chars[i] = span[1] - span[0] - follow;
-    rlviz_count(c->data, span, 1, pad, pad_len, &pads[i]);
+    for (; j < end; j++) {
+        follow += (d[j] & 0xC0) == 0x80;
+        if (pad_len && d[j] == pad[0] && j >= free_from && pad_at(d, j, end, pad, pad_len)) {
+            found++;
+            free_from = j + pad_len;
+        }
+    }
+    chars[i] = end - c->offs[i] - follow;
+    pads[i] = found;
 }
 
 /* Reads lines offs[i]..offs[i+1] of buf. Per line: handled[i] (1: read here), n_turns, n_calls, row_offs (n + 1)
