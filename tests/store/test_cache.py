@@ -691,8 +691,8 @@ def test_many_chunks_with_bad_lines_and_a_new_key_midway(tmp_path, monkeypatch, 
 
 def test_a_part_is_parquet_without_token_lists_and_an_arrow_file_with_them(tmp_path, open_run, cache_dir):
     """Token lists go to an Arrow IPC file per part (written as they lie in memory); the Parquet file keeps
-    the rest, texts dictionary-encoded (GRPO repeats each prompt). Both read back, and a part whose Arrow
-    file is gone is not trusted."""
+    the rest, texts dictionary-encoded (GRPO repeats each prompt) but the responses (each its own). Both read
+    back, and a part whose Arrow file is gone is not trusted."""
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
@@ -707,7 +707,7 @@ def test_a_part_is_parquet_without_token_lists_and_an_arrow_file_with_them(tmp_p
     assert {"n_tokens", "kl_mean", "response"} <= set(meta.schema_arrow.names)
     rg = meta.metadata.row_group(0)
     cols = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
-    assert "RLE_DICTIONARY" in cols["response"].encodings
+    assert "RLE_DICTIONARY" in cols["prompt"].encodings and "RLE_DICTIONARY" not in cols["response"].encodings
     with ipc.open_file(token_store.path_for(str(path))) as f:
         toks = f.read_all()
     assert toks.schema == token_store.SCHEMA and toks.num_rows == 16
