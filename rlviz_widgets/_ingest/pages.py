@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import queue
 import threading
 import weakref
 
@@ -42,7 +43,10 @@ class Slabs:
 
     def __init__(self, kept: int) -> None:
         self._kept = kept
-        self._free: list[mmap.mmap] = []
+        # slabs given back: by whichever thread drops the last array, in a finalizer that may run anywhere (in a
+        # garbage collection in the middle of a ``_take``, say): a queue's put takes no lock of ours
+        self._back: queue.SimpleQueue = queue.SimpleQueue()
+        self._free: list[mmap.mmap] = []  # ... sorted out by size, under the lock
         self._readers = 0
         self._lock = threading.Lock()
 
@@ -56,12 +60,13 @@ class Slabs:
         finally:
             with self._lock:
                 self._readers -= 1
-                if not self._readers:
-                    self._free.clear()  # unmapped as they go
+                self._sort_out()  # (none kept when it was the last: unmapped as they go)
 
     def waiting(self) -> int:
         """How many slabs wait to be lent again."""
-        return len(self._free)
+        with self._lock:
+            self._sort_out()
+            return len(self._free)
 
     def lend(self, shapes: list[tuple[int, object]]) -> list[np.ndarray]:
         """Arrays of the (length, dtype) ``shapes``, uninitialised, in one slab (its untouched pages unbacked)."""
@@ -83,13 +88,27 @@ class Slabs:
         weakref.finalize(whole, self._give, slab)
         return arrays
 
+    def _sort_out(self) -> None:
+        """The slabs given back among those waiting (while a reading lasts), the ``kept`` biggest, by size."""
+        while True:
+            try:
+                slab = self._back.get_nowait()
+            except queue.Empty:
+                break
+            if self._readers:
+                self._free.append(slab)
+        if not self._readers:
+            self._free.clear()
+        self._free.sort(key=len)
+        del self._free[:max(len(self._free) - self._kept, 0)]
+
     def _take(self, size: int) -> mmap.mmap | None:
         with self._lock:
+            self._sort_out()
             fits = [m for m in self._free if len(m) >= size]
-            if fits:
-                slab = min(fits, key=len)
-                self._free.remove(slab)
-                return slab
+            if fits:  # the smallest that fits
+                self._free.remove(fits[0])
+                return fits[0]
         try:
             slab = mmap.mmap(-1, -(-size // _SLAB_STEP) * _SLAB_STEP, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
             if hasattr(mmap, "MADV_NOHUGEPAGE"):
@@ -106,12 +125,7 @@ class Slabs:
                 slab.madvise(_MADV_FREE)
         except (OSError, ValueError):
             return
-        with self._lock:
-            if not self._readers:
-                return
-            self._free.append(slab)
-            if len(self._free) > self._kept:  # the smallest goes
-                self._free.remove(min(self._free, key=len))
+        self._back.put(slab)
 
 
 _ALIGN = 64  # bytes: where each array of a slab starts
