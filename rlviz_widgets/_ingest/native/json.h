@@ -64,18 +64,26 @@ static inline int utf8_char(const uint8_t *p, const uint8_t *e) {
     return n;
 }
 
+/* Each byte's value as a hex digit, 0xFF for a byte that is none (the escapes of a text in a non-Latin script, one
+ * every few bytes, were read a branch per digit). */
+#define DIGITS(b) (b) + 0, (b) + 1, (b) + 2, (b) + 3, (b) + 4, (b) + 5, (b) + 6, (b) + 7, (b) + 8, (b) + 9
+#define NO8 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF
+#define NO64 NO8, NO8, NO8, NO8, NO8, NO8, NO8, NO8
+static const uint8_t HEX[256] = {
+    NO8, NO8, NO8, NO8, NO8, NO8,                       /* 0x00-0x2F */
+    DIGITS(0), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,      /* '0'-'9', 0x3A-0x3F */
+    0xFF, 10, 11, 12, 13, 14, 15, 0xFF, NO8, NO8, NO8,  /* 0x40: 'A'-'F', to 0x5F */
+    0xFF, 10, 11, 12, 13, 14, 15, 0xFF, NO8, NO8, NO8,  /* 0x60: 'a'-'f', to 0x7F */
+    NO64, NO64};                                        /* 0x80-0xFF */
+#undef DIGITS
+#undef NO8
+#undef NO64
+
 static inline int hex4(const uint8_t *p, const uint8_t *e, uint32_t *out) {
     if (e - p < 4) return 0;
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = p[k];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return 0;
-    }
-    *out = v;
+    uint8_t a = HEX[p[0]], b = HEX[p[1]], c = HEX[p[2]], d = HEX[p[3]];
+    if ((a | b | c | d) & 0xF0) return 0;
+    *out = (uint32_t)a << 12 | (uint32_t)b << 8 | (uint32_t)c << 4 | d;
     return 1;
 }
 
