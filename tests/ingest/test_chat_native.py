@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -14,8 +15,10 @@ from test_native import open_both
 
 from rlviz_widgets._ingest import lines as linereader
 from rlviz_widgets._ingest import native
+from rlviz_widgets._ingest.readers import messages as chat_reader
 from rlviz_widgets._ingest.readers.chat import messages_chat
 from rlviz_widgets._ingest.readers.jsonl.checks import DEFAULT_PAD_TOKEN
+from rlviz_widgets._ingest.readers.jsonl.keyscan import candidate_keys, odd_values, repeated_keys
 from rlviz_widgets._ingest.readers.turns import turn_rows
 
 needs_lib = pytest.mark.skipif(native.library() is None, reason="the native reader is not built here")
@@ -231,6 +234,86 @@ def test_odd_lines_are_left_to_python():
     copied = got["lines"].cast(pa.large_binary())
     assert [copied[i].as_py() for i in range(len(texts)) if i not in plain] == \
         [t + b"\n" for i, t in enumerate(texts) if i not in plain]
+
+
+def _with_texts(seed: int, lines: list[str]) -> list[str]:
+    """``lines`` with a top-level text key (``ref_response``) now and then, of every type, and keys only a few lines
+    have (among them lines C leaves: a key written twice, an escape in a key)."""
+    rng = random.Random(seed)
+    out = []
+    for line in lines:
+        if line.startswith("{") and rng.random() < 0.3:
+            value = json.dumps(rng.choice(["r", "", None, 5, [1, "x"], {"a": "b"}, True, "null"]))
+            line = "{" + rng.choice(['"ref_response": ', '"ref_response" :  ', '"rare": 1, "ref_response":']) + \
+                value + ", " + line[1:]
+        out.append(line)
+    return out
+
+
+def _top_keys(line: str) -> tuple[list[str], bool]:
+    """A line's top-level keys as written (with repeats), and whether its text key holds no string or null."""
+    pairs = json.loads(line, object_pairs_hook=lambda kv: kv)
+    odd = any(k == "ref_response" and not (v is None or isinstance(v, str)) for k, v in pairs)
+    return [k for k, _ in pairs], odd
+
+
+@needs_lib
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_keys_c_finds_are_the_byte_scans(seed):
+    """C's keys and odd lines (``found``) of the lines it reads are those the lines hold (the byte scan's, less the
+    nested keys it also finds) and the scan's odd lines; none of its lines writes a key twice; a line it leaves
+    (a key written twice, an escape in a key) adds no key of its own."""
+    lines = _with_texts(seed, fuzz_records(seed, 400)) + ODD_LINES + [
+        '{"step": 1, "only_left": 1, "messages": [], "messages": []}',
+        '{"step": 1, "only_\\u0065": 1, "messages": []}',
+        '{"step": 1, "ref_response": 3, "messages": [{"role": "user", "content": "a", "content": "b"}]}']
+    arr = pa.array([x + "\n" for x in lines], pa.large_string())
+    got = native.read_messages(arr, "messages", DEFAULT_PAD_TOKEN.encode(), ["ref_response"])
+    read = np.flatnonzero(got["handled"].to_numpy(zero_copy_only=False))
+    assert len(read) > 100
+    mine = arr.take(pa.array(read))
+    keys, odd = set(), []
+    for i in read.tolist():
+        top, bad = _top_keys(lines[i])
+        assert len(top) == len(set(top)), lines[i]  # C reads no line with a key written twice
+        keys |= set(top)
+        odd += [i] if bad else []
+    found = got["found"]
+    assert found.keys == keys and keys <= candidate_keys(mine) and "only_left" not in keys
+    assert found.odd.tolist() == odd == read[odd_values(mine, None, ["ref_response"])].tolist()
+    assert not set(read[repeated_keys(mine)]) & {i for i in read.tolist() if "only" in lines[i]}
+    assert native.read_messages(arr, "messages")["found"].odd.tolist() == []  # no text keys: none odd
+
+
+@needs_lib
+@pytest.mark.parametrize("chunk_bytes", [2048, 1 << 20])
+def test_chunks_c_read_give_the_byte_scans_problems(tmp_path, monkeypatch, chunk_bytes):
+    """A chat log whose chunks C reads whole (their keys, odd lines and repeats of the lines it leaves by the byte
+    scan): a text key holding numbers and lists, a key only later lines have, keys written twice at the top and
+    nested, odd lines: the frames and problems of the byte scan and Python alone."""
+    for name in ("CHUNK_BYTES", "FIRST_CHUNK_BYTES", "LAST_CHUNK_BYTES"):
+        monkeypatch.setattr(linereader, name, chunk_bytes)
+    settled = [0]
+    real = chat_reader.ChatReader.settle
+
+    def counted(self, chunk):
+        settled[0] += chunk.keys is None and chunk.native is not None
+        real(self, chunk)
+
+    monkeypatch.setattr(chat_reader.ChatReader, "settle", counted)
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    lines = _with_texts(5, fuzz_records(5, 500))
+    lines[300] = lines[300][:-1] + ', "late": 2.5}'
+    lines[320] = lines[320][:-1] + ', "step": 7}'
+    lines[340] = '{"step": 1, "messages": [{"role": "user", "content": "a", "content": "b"}], "late": "x"}'
+    lines[360] = '{"step": 1, "Messages": [], "messages": [{"role": "user", "content": "x"}]}'
+    (folder / "a.jsonl").write_text("\n".join(lines) + "\n")
+    with_c, without, read = _open_both(folder, tmp_path, monkeypatch, format="chat")
+    assert read > 150 and settled[0] > 0
+    _same(with_c, without)
+    kinds = set(with_c["problems"]["kind"])
+    assert {"wrong_type", "duplicate_key"} <= kinds and "late" in with_c["samples"]
 
 
 @needs_lib

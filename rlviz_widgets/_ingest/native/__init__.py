@@ -25,7 +25,7 @@ from rlviz_widgets._ingest.pages import Slabs, plain_empty
 
 POW_MIN, POW_MAX = -348, 347  # the powers of ten arrays.c has a 128-bit mantissa for
 LIBRARY = "_arrays.so"
-ABI = 7  # arrays.c's rlviz_abi(): the functions' arguments as called here
+ABI = 8  # arrays.c's rlviz_abi(): the functions' arguments as called here
 _lib = None  # ctypes library, loaded on first use (False: not there)
 _loading = threading.Lock()  # the reading thread and the caller's may ask first at once
 _thread = ThreadPoolExecutor(1, thread_name_prefix="rlviz-arrays")  # ctypes lets go of the GIL: a core of its own
@@ -108,7 +108,8 @@ def _declare(lib) -> None:
     lib.rlviz_count.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p]
     lib.rlviz_messages.restype = ctypes.c_int64
     lib.rlviz_messages.argtypes = [p, p, ctypes.c_int64, p, ctypes.c_int64, p, ctypes.c_int64, p, p, p, ctypes.c_int64,
-                                   ctypes.c_int64, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p]
+                                   ctypes.c_int64, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p,
+                                   ctypes.c_int32, p, p, p, p, p]
 
 
 def _abi(fn) -> int:
@@ -129,8 +130,9 @@ _ITEMS = {0: (np.float32, pa.float32()), 1: (np.float64, pa.float64()), 2: (np.u
 
 @dataclass(frozen=True)
 class Found:
-    """What C saw of a chunk's lines besides their lists: its top-level ``keys`` (exactly: no line of it writes one
-    twice) and the indexes of the lines where a text key holds no string or null (``odd``)."""
+    """What C saw of a chunk's lines besides their lists (``read_messages``: of the lines it read): its top-level
+    ``keys`` (exactly: no line of those writes one twice) and the indexes of the lines where a text key holds no
+    string or null (``odd``)."""
 
     keys: frozenset[str]
     odd: np.ndarray
@@ -173,20 +175,16 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
     toffs = np.empty(n + 1, np.int64)
     ptrs = [(ctypes.c_void_p * max(len(keys), 1))(*map(_ptr, a)) for a in (vals, voffs, valid, evalid)]
     kind_bytes = np.array(codes or [0], np.uint8)
-    text_names = [k.encode() for k in texts]
-    text_bytes = np.frombuffer(b"".join(text_names) or b"\0", np.uint8)
-    text_offs = np.concatenate([[0], np.cumsum([len(k) for k in text_names])]).astype(np.int64)
+    text_bytes, text_offs, n_texts = _names(texts)
     found_at, found_len = np.empty(KEY_SLOTS // 2, np.int64), np.empty(KEY_SLOTS // 2, np.int32)
     odd, counts = np.empty(n, np.int64), np.zeros(2, np.int64)
     done = lib.rlviz_arrays(_ptr(data), _ptr(offsets), n, _ptr(key_bytes), _ptr(key_offs), len(keys),
                             _ptr(kind_bytes), *ptrs, _ptr(nulls), skey, len(skey) if strings else -1, _ptr(sdata),
                             _ptr(soffs), _ptr(slist), _ptr(svalid), _ptr(text), _ptr(toffs), _ptr(text_bytes),
-                            _ptr(text_offs), len(text_names), _ptr(found_at), _ptr(found_len), _ptr(counts[:1]),
+                            _ptr(text_offs), n_texts, _ptr(found_at), _ptr(found_len), _ptr(counts[:1]),
                             _ptr(odd), counts[1:].ctypes.data)
     if done != n:
         return None
-    seen = frozenset(bytes(data[a:a + b]).decode() for a, b in zip(found_at[:counts[0]].tolist(),
-                                                                   found_len[:counts[0]].tolist()))
     out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(toffs), pa.py_buffer(text[:toffs[-1]].copy()))
     lists = [None if c == 4 else _list(o, _items(v, ev, int(o[-1]), int(nn), c), ok)
              for v, ev, o, ok, nn, c in zip(vals, evalid, voffs, valid, nulls, codes)]
@@ -196,7 +194,21 @@ def read_arrays(lines: pa.LargeStringArray, keys: list[str], strings: str | None
         values = pa.StringArray.from_buffers(count, pa.py_buffer(soffs[:count + 1].copy()),
                                              pa.py_buffer(sdata[:soffs[count]].copy()))
         texts = _list(slist, values, svalid)
-    return out, lists, texts, Found(seen, odd[:counts[1]].copy())
+    return out, lists, texts, _found(data, found_at, found_len, odd, counts)
+
+
+def _names(names: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Names as C takes them: their UTF-8 bytes one after the other, their offsets (int64), how many."""
+    raw = [k.encode() for k in names]
+    offs = np.concatenate([[0], np.cumsum([len(k) for k in raw])]).astype(np.int64)
+    return np.frombuffer(b"".join(raw) or b"\0", np.uint8), offs, len(raw)
+
+
+def _found(data: np.ndarray, at: np.ndarray, lengths: np.ndarray, odd: np.ndarray, counts: np.ndarray) -> Found:
+    """``Found`` of C's keys (``counts[0]`` of them, where in ``data`` and how long) and odd lines (``counts[1]``)."""
+    keys = frozenset(bytes(data[a:a + b]).decode() for a, b in zip(at[:counts[0]].tolist(),
+                                                                  lengths[:counts[0]].tolist()))
+    return Found(keys, odd[:counts[1]].copy())
 
 
 def _items(values: np.ndarray, valid: np.ndarray, m: int, nulls: int, code: int) -> pa.Array:
@@ -216,7 +228,8 @@ _BY_LINE = 2  # (the first two)
 _TEXT = MESSAGE_TEXTS.index("text")  # a line's scratch in C: its turns' texts are spans of the prompt or response
 
 
-def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dict[str, pa.Array] | None:
+def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"", text_keys: list[str] = ()
+                  ) -> dict[str, pa.Array] | None:
     """What ``messages.c`` reads of the chat messages under the top-level ``key`` of each line, or None (no compiled
     function, nothing to read, or out of room): ``lines`` (those it read with their messages written as []),
     ``handled`` (bool, by line: read here; the others are Python's, as before), ``prompt``, ``response`` (by line,
@@ -226,7 +239,9 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
     read or no response),
     ``row_offsets`` (int32, n + 1: each line's turn rows), and by turn row ``turn`` (int32), ``trained`` (bool),
     ``text_start``, ``text_end``, ``in_prompt`` (where the turn's text stands, as ``turns.stored_rows`` has it) and
-    the texts ``role``, ``tool_name``, ``tool_arguments``, ``tool_call_id``, ``reasoning``."""
+    the texts ``role``, ``tool_name``, ``tool_arguments``, ``tool_call_id``, ``reasoning``; and ``found``, what C
+    saw of the lines it read (``Found``: their top-level keys, those where a text key of ``text_keys`` holds no
+    string or null), not a column."""
     lib = library()
     n = len(lines)
     if lib is None or n == 0 or (pad and pad[0] in pad[1:]):
@@ -256,10 +271,15 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
     lineoffs = np.empty(n + 1, np.int64)
     raw = key.encode()
     ptrs = [(ctypes.c_void_p * len(a))(*map(_ptr, a)) for a in (texts, toffs, valid)]
+    text_bytes, text_offs, n_texts = _names(text_keys)
+    found_at, found_len = np.empty(KEY_SLOTS // 2, np.int64), np.empty(KEY_SLOTS // 2, np.int32)
+    odd, counts = np.empty(n, np.int64), np.zeros(2, np.int64)
     rows = lib.rlviz_messages(_ptr(data), _ptr(offsets), n, raw, len(raw), pad, len(pad), *ptrs, cap, cap_rows,
                               _ptr(turn), _ptr(trained), _ptr(starts), _ptr(ends), _ptr(span), _ptr(answer_start),
                               _ptr(answer_end), _ptr(row_offs), _ptr(n_turns), _ptr(n_calls), _ptr(chars),
-                              _ptr(pads), _ptr(handled), _ptr(text), _ptr(lineoffs))
+                              _ptr(pads), _ptr(handled), _ptr(text), _ptr(lineoffs), _ptr(text_bytes),
+                              _ptr(text_offs), n_texts, _ptr(found_at), _ptr(found_len), _ptr(counts[:1]),
+                              _ptr(odd), counts[1:].ctypes.data)
     if rows < 0:
         return None
     spanned = (span[:rows] & 1) == 0  # (the mask of the rows without a span: a turn's later tool calls)
@@ -271,7 +291,8 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"") -> dic
            "text_start": pa.array(starts[:rows], mask=spanned), "text_end": pa.array(ends[:rows], mask=spanned),
            "in_prompt": pa.array((span[:rows] & 2) > 0, mask=spanned),
            "answer_start": pa.array(answer_start, mask=answer_start < 0),
-           "answer_end": pa.array(answer_end, mask=answer_start < 0)}
+           "answer_end": pa.array(answer_end, mask=answer_start < 0), "found": _found(data, found_at, found_len,
+                                                                                     odd, counts)}
     for k, name in enumerate(MESSAGE_TEXTS):
         if k != _TEXT:
             m = n if k < _BY_LINE else rows
@@ -297,12 +318,13 @@ def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.Str
                                        nulls)
 
 
-def read_messages_later(lines: pa.LargeStringArray, key: str, then, pad: bytes = b"") -> Future | None:
-    """``then(read_messages(lines, key, pad))`` on the thread of ``read_arrays_later`` (None at once without the
-    compiled function): the reading thread goes on to the next chunk meanwhile."""
+def read_messages_later(lines: pa.LargeStringArray, key: str, then, pad: bytes = b"",
+                        text_keys: list[str] = ()) -> Future | None:
+    """``then(read_messages(lines, key, pad, text_keys))`` on the thread of ``read_arrays_later`` (None at once
+    without the compiled function): the reading thread goes on to the next chunk meanwhile."""
     if library() is None:
         return None
-    return _thread.submit(lambda: then(read_messages(lines, key, pad)))
+    return _thread.submit(lambda: then(read_messages(lines, key, pad, text_keys)))
 
 
 FIND_BLOCK = 1 << 20  # bytes looked through per call: the positions' scratch is 8x that

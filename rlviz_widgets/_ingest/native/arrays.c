@@ -25,7 +25,7 @@ static uint64_t POW_HI[POW_MAX - POW_MIN + 1], POW_LO[POW_MAX - POW_MIN + 1];
 /* The interface's version: rlviz_widgets.native leaves a library of another alone (one built from older sources,
  * say, left in place by a checkout that changed them without a rebuild), as calls with other arguments would crash.
  * It counts the changes of every function of the library (messages.c's and find.c's too). */
-int32_t rlviz_abi(void) { return 7; }
+int32_t rlviz_abi(void) { return 8; }
 
 void rlviz_set_powers(const uint64_t *hi, const uint64_t *lo) {
     memcpy(POW_HI, hi, sizeof POW_HI);
@@ -294,29 +294,6 @@ static int64_t read_list(const uint8_t **pp, const uint8_t *e, int kind, void *v
     return m;
 }
 
-/* The distinct top-level keys of a chunk (open addressing on FNV-1a): each with the list it is (an index of `keys`,
- * -1: none), whether it is a text key, and the last line it was seen in (a second time in a line: a key written
- * twice, which DuckDB reads one way and reports; the line is left to it). */
-#define KEY_SLOTS 8192  /* past half of them taken, the chunk is left to DuckDB */
-typedef struct {
-    const uint8_t *p;
-    int64_t line;
-    int32_t len, list, text;
-} KeySlot;
-
-static inline uint64_t fnv(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ULL;
-    return h;
-}
-
-/* Whether the n bytes at p are one of the `count` names in names/offs: its index, or -1. */
-static int32_t named(const uint8_t *p, size_t n, const uint8_t *names, const int64_t *offs, int32_t count) {
-    for (int32_t k = 0; k < count; k++)
-        if ((size_t)(offs[k + 1] - offs[k]) == n && memcmp(p, names + offs[k], n) == 0) return k;
-    return -1;
-}
-
 /* Reads lines offs[i]..offs[i+1] of buf. For key k, a list of kinds[k]: vals[k] gets the items (4 or 8 bytes, or
  * 1 for booleans), evalid[k] 1 per item (0: null), nulls[k] the count of nulls, voffs[k] (n + 1 int32) each line's
  * list offsets, valid[k] (n bytes) 1 where the line has the key. The key skey (skey_len < 0: none) holds a list of
@@ -366,17 +343,11 @@ static int64_t arrays_lines(const uint8_t *buf, const int64_t *offs, int64_t n,
                 if (!ke) return i;
                 size_t klen = (size_t)(ke - 1 - ks);
                 if (memchr(ks, '\\', klen)) return i;  /* an escaped key may spell one of ours: not decided here */
-                uint64_t h = fnv(ks, klen) & (KEY_SLOTS - 1);
-                while (slots[h].p && !((size_t)slots[h].len == klen && memcmp(slots[h].p, ks, klen) == 0))
-                    h = (h + 1) & (KEY_SLOTS - 1);
-                KeySlot *slot = &slots[h];
-                if (!slot->p) {  /* a key first seen */
-                    if (*nfound >= KEY_SLOTS / 2 || klen > INT32_MAX) return i;
-                    slot->p = ks;
-                    slot->len = (int32_t)klen;
-                    slot->line = -1;
+                int64_t taken = *nfound;
+                KeySlot *slot = key_slot(slots, ks, klen, &taken, tkeys, tkey_offs, ntkeys);
+                if (!slot) return i;
+                if (taken > *nfound) {  /* a key first seen */
                     slot->list = named(ks, klen, keys, key_offs, nkeys);
-                    slot->text = named(ks, klen, tkeys, tkey_offs, ntkeys) >= 0;
                     found_at[*nfound] = ks - buf;
                     found_len[(*nfound)++] = (int32_t)klen;
                 }
@@ -389,8 +360,7 @@ static int64_t arrays_lines(const uint8_t *buf, const int64_t *offs, int64_t n,
                 if (p >= e || *p != ':') return i;
                 p++;
                 while (p < e && WS(*p)) p++;
-                if (slot->text && p < e && *p != '"' && !(e - p >= 4 && memcmp(p, "null", 4) == 0) &&
-                    (*nodd == 0 || odd[*nodd - 1] != i))
+                if (slot->text && odd_text(p, e) && (*nodd == 0 || odd[*nodd - 1] != i))
                     odd[(*nodd)++] = i;  /* a text key holding no string: the checks look at this line */
                 if (key >= 0 && kinds[key] == DROP && (p >= e || *p != '[')) {
                     if (valid[key][i]) return i;  /* twice */

@@ -170,4 +170,54 @@ static inline const uint8_t *string_into(const uint8_t *p, const uint8_t *e, uin
     return NULL;
 }
 
+/* The distinct top-level keys of a chunk (open addressing on FNV-1a), as arrays.c and messages.c find them: each
+ * with the list it is (arrays.c: an index of its keys, -1: none), whether it is a text key, and the last line it
+ * was seen in (a second time in a line: a key written twice, which DuckDB reads one way and reports; the line is
+ * left to it). */
+#define KEY_SLOTS 8192  /* past half of them taken, the chunk (arrays.c) or the line (messages.c) is left to DuckDB */
+typedef struct {
+    const uint8_t *p;
+    int64_t line;
+    int32_t len, list, text;
+} KeySlot;
+
+static inline uint64_t fnv(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ULL;
+    return h;
+}
+
+/* Whether the n bytes at p are one of the `count` names in names/offs: its index, or -1. */
+static inline int32_t named(const uint8_t *p, size_t n, const uint8_t *names, const int64_t *offs, int32_t count) {
+    for (int32_t k = 0; k < count; k++)
+        if ((size_t)(offs[k + 1] - offs[k]) == n && memcmp(p, names + offs[k], n) == 0) return k;
+    return -1;
+}
+
+/* The slot of the key ks (klen bytes, no escapes) in slots (KEY_SLOTS, zeroed at first), taken for it if it is
+ * new (*taken counts them; its list -1, text whether it is one of the ntkeys text keys tkeys/tkey_offs); NULL when
+ * it is new and half the table is taken, or it is too long. */
+static inline KeySlot *key_slot(KeySlot *slots, const uint8_t *ks, size_t klen, int64_t *taken,
+                                const uint8_t *tkeys, const int64_t *tkey_offs, int32_t ntkeys) {
+    uint64_t h = fnv(ks, klen) & (KEY_SLOTS - 1);
+    while (slots[h].p && !((size_t)slots[h].len == klen && memcmp(slots[h].p, ks, klen) == 0))
+        h = (h + 1) & (KEY_SLOTS - 1);
+    KeySlot *slot = &slots[h];
+    if (!slot->p) {  /* a key first seen */
+        if (*taken >= KEY_SLOTS / 2 || klen > INT32_MAX) return NULL;
+        (*taken)++;
+        slot->p = ks;
+        slot->len = (int32_t)klen;
+        slot->line = -1;
+        slot->list = -1;
+        slot->text = named(ks, klen, tkeys, tkey_offs, ntkeys) >= 0;
+    }
+    return slot;
+}
+
+/* Whether the value at p (a text key's) is no string or null: the checks look at its line. */
+static inline int odd_text(const uint8_t *p, const uint8_t *e) {
+    return p < e && *p != '"' && !(e - p >= 4 && memcmp(p, "null", 4) == 0);
+}
+
 #endif

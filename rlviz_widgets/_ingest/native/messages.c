@@ -8,7 +8,8 @@
  * line's texts are written). It reads only lines it fully understands and that give no report: messages that are
  * objects with a known role, content as text, null or text parts, tool calls {id, type, function: {name,
  * arguments: JSON text}}, tool_call_id, name, reasoning_content / thinking; keys without escapes, none written
- * twice; nothing nested deeper than MAX_DEPTH.
+ * twice; nothing nested deeper than MAX_DEPTH. Of those lines it also gives what the byte scan of keys would find
+ * (their top-level keys, the lines where a text key holds no string), so they are not scanned.
  * Any other line (a report to make, a shape it does not know, bytes that are not UTF-8, ...) is left to Python as
  * it was: handled[i] = 0 and its text copied as it is. A handled line's text is copied with its messages written
  * as [] for DuckDB to read the rest (it checks the rest; the messages' own JSON is checked here, strictly, so a
@@ -24,7 +25,7 @@
 #include "json.h"
 
 #define MAX_DEPTH 64   /* nesting read here at most: deeper is Python's (as it was) */
-#define MAX_KEYS 64    /* top-level keys compared for repeats at most */
+#define MAX_KEYS 64    /* top-level keys of a line read here at most */
 #define MAX_DIGITS 300 /* digits of a number skipped here at most (DuckDB's double; Python's int limit) */
 
 /* The text columns: per line (PROMPT, RESPONSE) and per turn row (ROLE..REASONING). The answer is a span of the
@@ -594,14 +595,27 @@ static int texts(out_t *o, int64_t i, int64_t r0, int64_t r1) {
 }
 
 /* -- lines ----------------------------------------------------------------------------------------------------- */
+/* The chunk's top-level keys (json.h's table: a slot's list is 1 once the key is reported) and what read_line saw
+ * of line i's: its keys' slots, whether a text key holds no string or null. */
+typedef struct {
+    KeySlot *slots;
+    int64_t taken, i;
+    const uint8_t *tkeys;
+    const int64_t *tkey_offs;
+    int32_t ntkeys;
+    KeySlot *line[MAX_KEYS];
+    int nline, odd;
+} keys_t;
+
 /* Line [p, e)'s messages (under key) read as turn rows: OK with *ms, *me the messages' value; BAIL for a line left to
  * Python (its rows then taken back by the caller). */
 static int read_line(out_t *o, const uint8_t *p, const uint8_t *e, const uint8_t *key, int64_t key_len,
-                     const uint8_t **ms, const uint8_t **me, int32_t *n_turns, int32_t *n_calls) {
-    const uint8_t *keys[MAX_KEYS], *ks;
-    int64_t lens[MAX_KEYS], kn;
-    int nkeys = 0;
+                     const uint8_t **ms, const uint8_t **me, int32_t *n_turns, int32_t *n_calls, keys_t *k) {
+    const uint8_t *ks;
+    int64_t kn;
     *ms = NULL;
+    k->nline = 0;
+    k->odd = 0;
     p = blanks(p, e);
     if (p >= e || *p != '{') return BAIL;
     int more = first_key(&p, e, '}');
@@ -611,14 +625,15 @@ static int read_line(out_t *o, const uint8_t *p, const uint8_t *e, const uint8_t
         const uint8_t *ke = string_end(p, e);
         if (!ke) return BAIL;
         kn = ke - 1 - ks;
-        if (memchr(ks, '\\', (size_t)kn) || nkeys == MAX_KEYS) return BAIL; /* may spell a key: DuckDB's */
-        for (int k = 0; k < nkeys; k++)
-            if (lens[k] == kn && memcmp(keys[k], ks, (size_t)kn) == 0) return BAIL; /* written twice: reported */
-        keys[nkeys] = ks;
-        lens[nkeys++] = kn;
+        if (memchr(ks, '\\', (size_t)kn) || k->nline == MAX_KEYS) return BAIL; /* may spell a key: DuckDB's */
+        KeySlot *slot = key_slot(k->slots, ks, (size_t)kn, &k->taken, k->tkeys, k->tkey_offs, k->ntkeys);
+        if (!slot || slot->line == k->i) return BAIL; /* (written twice: reported) */
+        slot->line = k->i;
+        k->line[k->nline++] = slot;
         p = blanks(ke, e);
         if (p >= e || *p != ':') return BAIL;
         p = blanks(p + 1, e);
+        if (slot->text && odd_text(p, e)) k->odd = 1;
         if (kn == key_len && memcmp(ks, key, (size_t)kn) == 0) {
             if (p >= e || *p != '[') return BAIL;
             *ms = p;
@@ -699,13 +714,26 @@ static void response_counts(out_t *o, int64_t i, const uint8_t *pad, int64_t pad
  * by line, the rest by turn row, each with room for cap bytes), turn and trained by turn row (room for cap_rows),
  * span_start, span_end and span by turn row (the turn's text as its span of the prompt or response: TEXT is only a
  * line's scratch, rewritten from the start at each line), answer_start and answer_end by line; text/toffs (int64, n + 1) the lines, those read here with
- * their messages written as []. Returns the turn rows written, or -1 when out of room (nothing is usable then). */
+ * their messages written as []; of the lines read here (found as arrays.c finds them): found_at/found_len
+ * (KEY_SLOTS / 2 each) where in buf each distinct top-level key is spelled, *nfound of them, and odd (n) the lines
+ * where a text key (tkeys) holds no string or null, *nodd of them. Returns the turn rows written, or -1 when out of
+ * room (nothing is usable then). */
 int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const uint8_t *key, int64_t key_len,
                        const uint8_t *pad, int64_t pad_len, uint8_t **data, int32_t **toffs_, uint8_t **valid,
                        int64_t cap, int64_t cap_rows, int32_t *turn, uint8_t *trained, int32_t *span_start,
                        int32_t *span_end, uint8_t *span, int32_t *answer_start, int32_t *answer_end,
                        int32_t *row_offs, int32_t *n_turns, int32_t *n_calls, int64_t *chars, int64_t *pads,
-                       uint8_t *handled, uint8_t *text, int64_t *toffs) {
+                       uint8_t *handled, uint8_t *text, int64_t *toffs, const uint8_t *tkeys,
+                       const int64_t *tkey_offs, int32_t ntkeys, int64_t *found_at, int32_t *found_len,
+                       int64_t *nfound, int64_t *odd, int64_t *nodd) {
+    keys_t keys_, *keys = &keys_;
+    memset(keys, 0, sizeof *keys);
+    keys->slots = calloc(KEY_SLOTS, sizeof(KeySlot));
+    if (!keys->slots) return -1;
+    keys->tkeys = tkeys;
+    keys->tkey_offs = tkey_offs;
+    keys->ntkeys = ntkeys;
+    *nfound = *nodd = 0;
     out_t o;
     memset(&o, 0, sizeof o);
     for (int k = 0; k < NTEXT; k++) {
@@ -733,9 +761,12 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
         o.c[TEXT].offs[r0] = 0;
         for (int k = ROLE; k < NTEXT; k++) marks[k] = o.c[k].len;
         n_turns[i] = n_calls[i] = 0;
-        handled[i] = (uint8_t)read_line(&o, p, e, key, key_len, &ms, &me, &n_turns[i], &n_calls[i]);
-        if (o.overflow) return -1;
-        if (handled[i] && !texts(&o, i, r0, o.rows)) return -1;
+        keys->i = i;
+        handled[i] = (uint8_t)read_line(&o, p, e, key, key_len, &ms, &me, &n_turns[i], &n_calls[i], keys);
+        if (o.overflow || (handled[i] && !texts(&o, i, r0, o.rows))) {
+            o.rows = -1; /* out of room */
+            break;
+        }
         if (!handled[i]) { /* its rows taken back: Python reads the line */
             o.rows = r0;
             for (int k = ROLE; k < NTEXT; k++) o.c[k].len = marks[k];
@@ -745,6 +776,17 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
         response_counts(&o, i, pad, pad_len, chars, pads);
         row_offs[i + 1] = (int32_t)o.rows;
         if (handled[i]) {
+            /* its keys and whether a text key is odd, as the byte scan would have found them (only of lines read
+             * here: the others are scanned as before) */
+            for (int k = 0; k < keys->nline; k++) {
+                KeySlot *s = keys->line[k];
+                if (s->list != 1) {
+                    s->list = 1;
+                    found_at[*nfound] = s->p - buf;
+                    found_len[(*nfound)++] = s->len;
+                }
+            }
+            if (keys->odd) odd[(*nodd)++] = i;
             memcpy(text + t, p, (size_t)(ms - p));
             t += ms - p;
             memcpy(text + t, "[]", 2);
@@ -757,5 +799,6 @@ int64_t rlviz_messages(const uint8_t *buf, const int64_t *offs, int64_t n, const
         }
         toffs[i + 1] = t;
     }
+    free(keys->slots);
     return o.rows;
 }

@@ -36,6 +36,7 @@ from rlviz_widgets._ingest.readers.chat import (
 from rlviz_widgets._ingest.readers.jsonl import JsonlFormat, JsonlReader
 from rlviz_widgets._ingest.readers.jsonl.arrow import mask
 from rlviz_widgets._ingest.readers.jsonl.checks import DEFAULT_PAD_TOKEN, RESPONSE_CHARS, RESPONSE_PAD_CHARS
+from rlviz_widgets._ingest.readers.jsonl.keyscan import candidate_keys, odd_values, repeated_keys, scan
 from rlviz_widgets._ingest.readers.turns import ANSWER_SPAN, TURN_COLUMNS, turn_list
 
 MESSAGES = "messages"
@@ -108,6 +109,15 @@ def _native_columns(got: dict[str, pa.Array] | None) -> tuple[pa.Array, dict[str
                           RESPONSE_PAD_CHARS: pc.multiply(got["response_pads"], len(DEFAULT_PAD_TOKEN))}
 
 
+def _native_found(got: dict[str, pa.Array] | None) -> tuple | None:
+    """``_native_columns``, and what C saw of the lines it read (their keys and odd lines: ``native.Found``) with
+    which lines those are (bool by line): a chunk whose messages C read as its keys are guessed (``ChatReader.
+    settle`` takes them)."""
+    if got is None:
+        return None
+    return (*_native_columns(got), (got["found"], np.asarray(got["handled"])))
+
+
 def _reading(future: Future):
     """A future's result; None if it failed (the chunk is then read as it is)."""
     try:
@@ -123,6 +133,57 @@ CHAT = JsonlFormat(name="chat", group_keys=("uid", "group_index", "group_id", "g
 class ChatReader(JsonlReader):
     format = CHAT
 
+    def _read_in_c(self, chunk: Chunk) -> bool:
+        """``JsonlReader._read_in_c`` (a chunk with lists C reads); else whether C reads the chunk's messages (those
+        of its first lines' keys: ``_messages_in_c``) and, for the lines it reads, what the byte scan would find of
+        them (their keys, odd lines; it reads no line with a key written twice): ``settle`` takes them, and has the
+        byte scan look only at the lines C left."""
+        if super()._read_in_c(chunk):
+            return True
+        keys = self._guessed_keys(chunk)
+        if keys is None or not self._messages_in_c(keys):
+            return False
+        pad = DEFAULT_PAD_TOKEN.encode()
+        return self._read_whole_in_c(chunk, lambda p, texts: read_messages_later(p, MESSAGES, _native_found, pad,
+                                                                                  texts))
+
+    def settle(self, chunk: Chunk) -> None:
+        """``JsonlReader.settle``; a chunk whose messages C read (``_read_in_c``): the keys and odd lines C found in
+        the lines it read, those the byte scan finds in the others (with their keys written twice), its messages
+        kept if its keys are still those C reads messages by."""
+        if chunk.keys is not None or chunk.native is None:
+            return
+        parts = [_reading(f) if isinstance(f, Future) else f for f in chunk.native]
+        if any(p is None or len(p) != 3 for p in parts):  # lists read in C, or a reading that failed
+            super().settle(chunk)
+            return
+        chunk.native = None
+        handled = np.concatenate([p[2][1] for p in parts])
+        starts = np.cumsum([0, *(len(p[0]) for p in parts[:-1])])
+        keys = set().union(*(p[2][0].keys for p in parts))
+        odd = [p[2][0].odd + at for p, at in zip(parts, starts)]
+        repeats = np.zeros(0, np.int64)
+        left = np.flatnonzero(~handled)
+        if len(left):  # the lines C left (a report to make, a shape it does not read): scanned as before
+            rest = chunk.lines.take(pa.array(left))
+            scanned = scan(rest)
+            keys |= candidate_keys(rest, None, scanned)
+            odd.append(left[odd_values(rest, None, list(self.naming().texts.values()), scanned)])
+            repeats = left[repeated_keys(rest, None, scanned)]
+        chunk.keys = keys
+        chunk.odd = chunk.numbers[np.unique(np.concatenate(odd))]
+        chunk.repeats = chunk.numbers[repeats]
+        if self._messages_in_c(keys):
+            chunk.native = [p[:2] for p in parts]
+
+    def _messages_in_c(self, keys: set[str]) -> bool:
+        """Whether C reads the messages of a chunk with ``keys``: no number arrays or tokens (C reads those as every
+        format's, ``native_arrays``), the messages read as text, and no other spelling of ``messages``
+        (json_transform matches keys whatever their case)."""
+        fields = self.fields()
+        return MESSAGES in keys and not any(fields[a] in keys for a in (*ARRAYS, "tokens")) and \
+            "_messages" in self.spec(keys)[1] and not any(k != MESSAGES and k.casefold() == MESSAGES for k in keys)
+
     def native_arrays(self, chunk: Chunk) -> list[Future] | None:
         """A chunk's number arrays read in C as every format's are, if it has any; else its messages, read by
         ``native.read_messages`` (in lines that all open an object, without another spelling of ``messages``:
@@ -133,8 +194,7 @@ class ChatReader(JsonlReader):
         fields = self.fields()
         if any(fields[a] in keys for a in (*ARRAYS, "tokens")):
             return super().native_arrays(chunk)
-        if MESSAGES not in keys or "_messages" not in self.spec(keys)[1] or \
-                any(k != MESSAGES and k.casefold() == MESSAGES for k in keys):
+        if not self._messages_in_c(keys):
             return None
         pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
         futures = [read_messages_later(p, MESSAGES, _native_columns, DEFAULT_PAD_TOKEN.encode()) for p in pieces]

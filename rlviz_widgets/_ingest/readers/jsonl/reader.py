@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,14 +129,27 @@ class JsonlReader:
         """Whether C reads the chunk whole (``native_plan`` of the keys of its first lines): its lists, and its keys,
         odd lines and keys written twice, which the byte scan would find (``settle`` takes them). A chunk C cannot
         read, or whose keys turn out to need another plan, gets them from the byte scan then."""
-        if not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
-            return False
-        plan = self.native_plan(candidate_keys(chunk.lines.slice(0, GUESS_LINES)))
+        keys = self._guessed_keys(chunk)
+        plan = None if keys is None else self.native_plan(keys)
         if plan is None:
             return False
+        return self._read_whole_in_c(chunk, lambda p, texts: read_arrays_later(p, plan.lists, plan.strings, plan.split,
+                                                                                texts))
+
+    def _guessed_keys(self, chunk: Chunk) -> set[str] | None:
+        """The keys of a chunk's first lines, which C is asked to read it by (it then gives them all); None for a
+        chunk not only of lines that open an object (left to DuckDB)."""
+        if not len(chunk.lines) or (chunk.first_bytes != _BRACE).any():
+            return None
+        return candidate_keys(chunk.lines.slice(0, GUESS_LINES))
+
+    def _read_whole_in_c(self, chunk: Chunk, read: Callable[[pa.LargeStringArray, list[str]], Future | None]) -> bool:
+        """Whether ``read`` (a piece of the chunk's lines and the text keys -> a future of C's reading, or None)
+        reads every piece: then its futures are ``chunk.native``, and its keys, odd lines and repeats for ``settle``
+        to take."""
         texts = list(self.naming().texts.values())
         pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
-        futures = [read_arrays_later(p, plan.lists, plan.strings, plan.split, texts) for p in pieces]
+        futures = [read(p, texts) for p in pieces]
         if any(f is None for f in futures):
             return False
         chunk.keys = chunk.odd = chunk.repeats = None
