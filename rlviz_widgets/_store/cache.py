@@ -55,6 +55,7 @@ SAMPLES, SAMPLE_EVERY, SAMPLE_BYTES = 16, 64 << 10, 32
 BATCH_BYTES = 4 << 20  # chunks smaller than this (small files) are parsed several at once: a query costs ~8 ms
 BATCH_CHUNKS = 256  # at most this many at once (splitting the result back takes a pass over it per chunk)
 MAX_PENDING_WRITES = 2  # parsed parts waiting for the writer, at most
+WRITERS = 2  # parts written at once: a part of long texts takes its writer (Snappy) longer than the parse
 COMPACT_BYTES = 16 << 20  # a refresh merges a file's small trailing parts up to this size
 REUSE_GROWTH_BYTES = 16 << 20  # a cache of every line serves a cap if at most this (or 1/8 of it) is left to read
 RETIRED_GRACE_S = 600.0  # parts merged away are deleted this long after: queries begun on them end first
@@ -319,7 +320,7 @@ def update_files(  # noqa: C901, PLR0915 - the cold open's pipeline, tuned as on
         db = con.result() if isinstance(con, Future) else con
         # a cursor of its own: the caller's connection may hold an unfinished result (a fetchone()), on
         # which DuckDB refuses register()
-        with db.cursor() as cur, ThreadPoolExecutor(1) as writer:
+        with db.cursor() as cur, ThreadPoolExecutor(WRITERS) as writer:
             for i, ((cache, state), r) in enumerate(zip(jobs, bound)):
                 if getattr(r, "whole_file", False):
                     try:
