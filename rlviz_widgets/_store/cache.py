@@ -726,7 +726,7 @@ def _add_part(cache: FileCache, state: FileState, table, problems: list[list], w
 
 
 class _Write:
-    """A part handed to the writer thread; ``result`` writes it in the calling thread if the writer has not
+    """A part handed to a writer thread; ``result`` writes it in the calling thread if the writer has not
     started it (the parser, done with its last chunk, works instead of waiting). Whoever takes the job
     first runs it, and drops it: a written part's table is not held."""
 
