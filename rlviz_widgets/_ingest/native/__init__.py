@@ -236,8 +236,8 @@ def read_messages(lines: pa.LargeStringArray, key: str, pad: bytes = b"", text_k
     null where not read), ``answer_start``, ``answer_end`` (int32 by line: where the answer stands in the response,
     UTF-8 bytes; null where not read or none), ``n_turns``, ``n_tool_calls``, ``response_chars`` and
     ``response_pads`` (how often ``pad`` is in the response, as ``count_literal`` counts; by line, null where not
-    read or no response),
-    ``row_offsets`` (int32, n + 1: each line's turn rows), and by turn row ``turn`` (int32), ``trained`` (bool),
+    read or no response), ``row_offsets`` (int32, n + 1: each line's turn rows), and by turn row ``turn`` (int32),
+    ``trained`` (bool),
     ``text_start``, ``text_end``, ``in_prompt`` (where the turn's text stands, as ``turns.stored_rows`` has it) and
     the texts ``role``, ``tool_name``, ``tool_arguments``, ``tool_call_id``, ``reasoning``; and ``found``, what C
     saw of the lines it read (``Found``: their top-level keys, those where a text key of ``text_keys`` holds no

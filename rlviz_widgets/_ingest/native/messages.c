@@ -713,8 +713,8 @@ static void response_counts(out_t *o, int64_t i, const uint8_t *pad, int64_t pad
  * its turn rows, chars and pads (response_counts); the text columns (data, offs, valid: NTEXT each; PROMPT, RESPONSE
  * by line, the rest by turn row, each with room for cap bytes), turn and trained by turn row (room for cap_rows),
  * span_start, span_end and span by turn row (the turn's text as its span of the prompt or response: TEXT is only a
- * line's scratch, rewritten from the start at each line), answer_start and answer_end by line; text/toffs (int64, n + 1) the lines, those read here with
- * their messages written as []; of the lines read here (found as arrays.c finds them): found_at/found_len
+ * line's scratch, rewritten from the start at each line), answer_start and answer_end by line; text/toffs (int64,
+ * n + 1) the lines, those read here with their messages written as []; of the lines read here (found as arrays.c finds them): found_at/found_len
  * (KEY_SLOTS / 2 each) where in buf each distinct top-level key is spelled, *nfound of them, and odd (n) the lines
  * where a text key (tkeys) holds no string or null, *nodd of them. Returns the turn rows written, or -1 when out of
  * room (nothing is usable then). */

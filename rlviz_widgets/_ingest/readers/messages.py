@@ -40,6 +40,7 @@ from rlviz_widgets._ingest.readers.jsonl.keyscan import candidate_keys, odd_valu
 from rlviz_widgets._ingest.readers.turns import ANSWER_SPAN, TURN_COLUMNS, turn_list
 
 MESSAGES = "messages"
+_PAD = DEFAULT_PAD_TOKEN.encode()  # counted in the responses by C as it writes them (checks.RESPONSE_PAD_CHARS)
 _ROWS = ("turn", "role", "tool_name", "tool_arguments", "tool_call_id", "trained", "reasoning", "text_start",
          "text_end", "in_prompt")
 
@@ -143,8 +144,7 @@ class ChatReader(JsonlReader):
         keys = self._guessed_keys(chunk)
         if keys is None or not self._messages_in_c(keys):
             return False
-        pad = DEFAULT_PAD_TOKEN.encode()
-        return self._read_whole_in_c(chunk, lambda p, texts: read_messages_later(p, MESSAGES, _native_found, pad,
+        return self._read_whole_in_c(chunk, lambda p, texts: read_messages_later(p, MESSAGES, _native_found, _PAD,
                                                                                   texts))
 
     def settle(self, chunk: Chunk) -> None:
@@ -197,7 +197,7 @@ class ChatReader(JsonlReader):
         if not self._messages_in_c(keys):
             return None
         pieces = chunk.lines.chunks if isinstance(chunk.lines, pa.ChunkedArray) else [chunk.lines]
-        futures = [read_messages_later(p, MESSAGES, _native_columns, DEFAULT_PAD_TOKEN.encode()) for p in pieces]
+        futures = [read_messages_later(p, MESSAGES, _native_columns, _PAD) for p in pieces]
         return None if any(f is None for f in futures) else futures
 
     def parse(self, con: duckdb.DuckDBPyConnection, chunk: Chunk):
